@@ -1,0 +1,202 @@
+package partitioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// TopicConfig is how tenant topics are created. Zero fields take the
+// documented defaults.
+type TopicConfig struct {
+	// Partitions of the events topic. Zero means 12.
+	Partitions int32
+	// ReplicationFactor of every tenant topic. Zero means 3 on a real
+	// cluster; -1 means the broker's default.replication.factor.
+	ReplicationFactor int16
+	// Retention of the events topic: the tenant's replay window.
+	// Zero means 7 days; -1 means keep forever.
+	Retention time.Duration
+	// RetentionBytes per partition of the events topic. Zero means unbounded.
+	RetentionBytes int64
+	// DeadLetterRetention of the dead-letter topic. Zero means 30 days.
+	DeadLetterRetention time.Duration
+}
+
+func (c TopicConfig) withDefaults() TopicConfig {
+	if c.Partitions == 0 {
+		c.Partitions = 12
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 3
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.DeadLetterRetention == 0 {
+		c.DeadLetterRetention = 30 * 24 * time.Hour
+	}
+	return c
+}
+
+// Validate rejects contradictory settings.
+func (c TopicConfig) Validate() error {
+	c = c.withDefaults()
+	if c.Partitions < 1 {
+		return fmt.Errorf("partitions must be at least 1, got %d", c.Partitions)
+	}
+	if c.ReplicationFactor < 1 && c.ReplicationFactor != -1 {
+		return fmt.Errorf("replication factor must be at least 1 (or -1 for the broker default), got %d", c.ReplicationFactor)
+	}
+	if c.Retention < 0 && c.Retention != -1 {
+		return fmt.Errorf("retention must be positive or -1, got %v", c.Retention)
+	}
+	return nil
+}
+
+func retentionMs(d time.Duration) string {
+	if d < 0 {
+		return "-1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// TopicInfo describes a provisioned events topic.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte // Kafka topic ID: changes when the topic is recreated
+	Partitions int32
+}
+
+// Provisioner creates a tenant's topics on first use and remembers that it
+// did. Every retention-carrying topic gets explicit retention.* and
+// cleanup.policy configs (brokers such as kfake only run their cleaner for
+// topics that carry their own).
+type Provisioner struct {
+	adm    *kadm.Client
+	naming Naming
+	cfg    TopicConfig
+
+	mu      sync.Mutex
+	tenants map[string]*provision // guarded by mu
+}
+
+type provision struct {
+	done chan struct{}
+	info TopicInfo
+	err  error
+}
+
+// NewProvisioner returns a provisioner that creates topics through adm.
+func NewProvisioner(adm *kadm.Client, naming Naming, cfg TopicConfig) (*Provisioner, error) {
+	if err := naming.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Provisioner{adm: adm, naming: naming, cfg: cfg.withDefaults(), tenants: make(map[string]*provision)}, nil
+}
+
+// Naming returns the naming the provisioner creates topics with.
+func (p *Provisioner) Naming() Naming { return p.naming }
+
+// Ensure makes sure the tenant's topics exist and returns its events topic.
+// Concurrent callers for one tenant share one attempt; a failed attempt is
+// forgotten so the next call tries again.
+func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, error) {
+	if err := ValidateTenant(tenant); err != nil {
+		return TopicInfo{}, err
+	}
+	p.mu.Lock()
+	pr, ok := p.tenants[tenant]
+	if !ok {
+		pr = &provision{done: make(chan struct{})}
+		p.tenants[tenant] = pr
+		p.mu.Unlock()
+		pr.info, pr.err = p.create(ctx, tenant)
+		if pr.err != nil {
+			p.mu.Lock()
+			delete(p.tenants, tenant)
+			p.mu.Unlock()
+		}
+		close(pr.done)
+		return pr.info, pr.err
+	}
+	p.mu.Unlock()
+	select {
+	case <-pr.done:
+		return pr.info, pr.err
+	case <-ctx.Done():
+		return TopicInfo{}, ctx.Err()
+	}
+}
+
+func (p *Provisioner) create(ctx context.Context, tenant string) (TopicInfo, error) {
+	c := p.cfg
+	str := func(s string) *string { return &s }
+	events := map[string]*string{
+		"cleanup.policy": str("delete"),
+		"retention.ms":   str(retentionMs(c.Retention)),
+	}
+	if c.RetentionBytes > 0 {
+		events["retention.bytes"] = str(strconv.FormatInt(c.RetentionBytes, 10))
+	} else {
+		events["retention.bytes"] = str("-1")
+	}
+	compacted := map[string]*string{"cleanup.policy": str("compact")}
+	dead := map[string]*string{"cleanup.policy": str("delete"), "retention.ms": str(retentionMs(c.DeadLetterRetention))}
+
+	specs := []struct {
+		name  string
+		parts int32
+		cfg   map[string]*string
+	}{
+		{p.naming.Events(tenant), c.Partitions, events},
+		{p.naming.DeadLetter(tenant), c.Partitions, dead},
+		{p.naming.Index(tenant), c.Partitions, compacted},
+		{p.naming.Subscriptions(tenant), 1, compacted},
+	}
+	for _, s := range specs {
+		resp, err := p.adm.CreateTopic(ctx, s.parts, c.ReplicationFactor, s.cfg, s.name)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return TopicInfo{}, fmt.Errorf("create topic %s: %w", s.name, err)
+		}
+		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+			return TopicInfo{}, fmt.Errorf("create topic %s: %w", s.name, resp.Err)
+		}
+	}
+	return p.describe(ctx, p.naming.Events(tenant))
+}
+
+func (p *Provisioner) describe(ctx context.Context, topic string) (TopicInfo, error) {
+	// A freshly created topic may take a moment to show in metadata on a
+	// real cluster; retry briefly.
+	for attempt := 0; ; attempt++ {
+		md, err := p.adm.Metadata(ctx, topic)
+		if err != nil {
+			return TopicInfo{}, fmt.Errorf("describe topic %s: %w", topic, err)
+		}
+		td, ok := md.Topics[topic]
+		if ok && td.Err == nil && len(td.Partitions) > 0 {
+			return TopicInfo{Name: topic, ID: td.ID, Partitions: int32(len(td.Partitions))}, nil
+		}
+		if attempt >= 50 {
+			if ok && td.Err != nil {
+				return TopicInfo{}, fmt.Errorf("describe topic %s: %w", topic, td.Err)
+			}
+			return TopicInfo{}, fmt.Errorf("describe topic %s: not visible in metadata", topic)
+		}
+		select {
+		case <-ctx.Done():
+			return TopicInfo{}, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
