@@ -9,17 +9,17 @@ import (
 type field uint8
 
 const (
-	fSession field = iota // R session, D session_id
-	fTask                 // D task_id
-	fConversation         // D conversation_id
-	fID                   // R id
-	fSubject              // R subject
-	fRun                  // R run
-	fStep                 // R step
-	fTarget               // D target
-	fTopic                // D topic
-	fAgent                // R agent
-	fSource               // both
+	fSession      field = iota // R session, D session_id
+	fTask                      // D task_id
+	fConversation              // D conversation_id
+	fID                        // R id
+	fSubject                   // R subject
+	fRun                       // R run
+	fStep                      // R step
+	fTarget                    // D target
+	fTopic                     // D topic
+	fAgent                     // R agent
+	fSource                    // both
 	numFields
 )
 

@@ -258,7 +258,7 @@ func TestDQuery(t *testing.T) {
 	ev := &aep.Attrs{Dialect: aep.DialectD, Type: "task.progress", Source: "agent:a", Session: "sess_01"}
 	cases := []struct {
 		name, query, want string // want: normalized filter
-		match                   bool
+		match             bool
 	}{
 		{"repeated and comma", "types=a.b,c.d&types=task.*", `{"types":["a.b","c.d","task.*"]}`, true},
 		{"session only implies all types", "session_id=sess_01", `{"types":["*"],"session_id":["sess_01"]}`, true},

@@ -18,12 +18,12 @@ type ID uint64
 type anchor uint8
 
 const (
-	anchorNone  anchor = iota // never matches: kept for Len and Remove only
-	anchorHash                // exact values of one string field
-	anchorTrie                // type patterns
-	anchorSev                 // R severity levels
-	anchorCap                 // R capture levels
-	anchorAll                 // no selective predicate: checked for every event
+	anchorNone anchor = iota // never matches: kept for Len and Remove only
+	anchorHash               // exact values of one string field
+	anchorTrie               // type patterns
+	anchorSev                // R severity levels
+	anchorCap                // R capture levels
+	anchorAll                // no selective predicate: checked for every event
 )
 
 type entry struct {
