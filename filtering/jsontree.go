@@ -132,13 +132,16 @@ func readValue(dec *json.Decoder, depth int) (jval, error) {
 }
 
 // checkValue applies the rules every filter string obeys: non-empty,
-// bounded length. (Validity of UTF-8 is checked on the whole input.)
+// bounded length, valid UTF-8.
 func checkValue(s string, lim Limits) string {
 	if s == "" {
 		return "empty string is not a valid value"
 	}
 	if len(s) > lim.MaxValueLen {
 		return "limit: value is longer than " + itoa(lim.MaxValueLen) + " bytes"
+	}
+	if !utf8.ValidString(s) {
+		return "value is not valid UTF-8"
 	}
 	return ""
 }

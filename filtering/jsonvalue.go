@@ -62,8 +62,8 @@ func trimJSONSpace(b []byte) []byte {
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // jsonStringEquals reports whether the raw JSON string literal lit (with its
-// quotes) decodes to want. Escapes are resolved as encoding/json does (a
-// lone surrogate decodes to U+FFFD). It never allocates.
+// quotes) decodes to want. Escapes and invalid UTF-8 are resolved as
+// encoding/json does (a lone surrogate or an invalid byte decodes to U+FFFD). It never allocates.
 func jsonStringEquals(lit []byte, want string) bool {
 	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
 		return false
@@ -73,12 +73,30 @@ func jsonStringEquals(lit []byte, want string) bool {
 	var buf [utf8.UTFMax]byte
 	for i := 0; i < len(in); {
 		c := in[i]
-		if c != '\\' {
+		if c < utf8.RuneSelf && c != '\\' {
 			if j >= len(want) || want[j] != c {
 				return false
 			}
 			i++
 			j++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			// Invalid UTF-8 decodes to U+FFFD, as in encoding/json.
+			r, size := utf8.DecodeRune(in[i:])
+			if r == utf8.RuneError && size == 1 {
+				if len(want)-j < 3 || want[j:j+3] != "\uFFFD" {
+					return false
+				}
+				i++
+				j += 3
+				continue
+			}
+			if len(want)-j < size || string(in[i:i+size]) != want[j:j+size] {
+				return false
+			}
+			i += size
+			j += size
 			continue
 		}
 		if i+1 >= len(in) {

@@ -2,6 +2,7 @@ package filtering
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 )
@@ -147,6 +148,9 @@ func (b *dBuilder) setCursor(s string) error {
 	}
 	if len(s) > b.lim.MaxValueLen {
 		return errD("from_cursor", "limit: from_cursor is longer than %d bytes", b.lim.MaxValueLen)
+	}
+	if !utf8.ValidString(s) {
+		return errD("from_cursor", "from_cursor is not valid UTF-8")
 	}
 	b.fromCursor = s
 	return nil
