@@ -97,7 +97,9 @@ func (e *Error) HTTPStatus() int {
 //   - D (error-model.md): {"code":...,"message":...,"retryable":false,"details":{"field":...}}
 //   - R (AEP-0003 §3.2.3): {"error":...,"detail":...,"field":...}
 //
-// "details"/"field" appear only when Field is set. The HTTP handler embeds
+// "details"/"field" appear only when Field is set. A version error adds the
+// supported versions: D "details.supported" (versioning.md, Implementation
+// Notes), R "versions" (the shape of the 426 body, AEP-0003 §3.2.2). The HTTP handler embeds
 // the D object as the "error" of an errors[] entry, and adds the failing line
 // index to the R object (docs/dialects.md).
 func (e *Error) AppendJSON(dst []byte) []byte {
@@ -108,9 +110,18 @@ func (e *Error) AppendJSON(dst []byte) []byte {
 		dst = AppendJSONString(dst, e.Message)
 		dst = append(dst, `,"retryable":`...)
 		dst = strconv.AppendBool(dst, e.Retryable)
-		if e.Field != "" {
-			dst = append(dst, `,"details":{"field":`...)
-			dst = AppendJSONString(dst, e.Field)
+		if e.Field != "" || e.Kind == KindVersion {
+			dst = append(dst, `,"details":{`...)
+			if e.Field != "" {
+				dst = append(dst, `"field":`...)
+				dst = AppendJSONString(dst, e.Field)
+			}
+			if e.Kind == KindVersion {
+				if e.Field != "" {
+					dst = append(dst, ',')
+				}
+				dst = appendVersions(append(dst, `"supported":`...), versionsD)
+			}
 			dst = append(dst, '}')
 		}
 		return append(dst, '}')
@@ -123,7 +134,21 @@ func (e *Error) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"field":`...)
 		dst = AppendJSONString(dst, e.Field)
 	}
+	if e.Kind == KindVersion {
+		dst = appendVersions(append(dst, `,"versions":`...), versionsR)
+	}
 	return append(dst, '}')
+}
+
+func appendVersions(dst []byte, vs []string) []byte {
+	dst = append(dst, '[')
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, v)
+	}
+	return append(dst, ']')
 }
 
 // failure is an error found before the dialect's vocabulary is applied.
