@@ -9,5 +9,14 @@
 // partitions and filters on. It never re-encodes an event: the bytes a client
 // sent are the bytes stored and delivered.
 //
+// [Parse] and [ParseAs] validate one event in a single pass over its bytes
+// (JSON syntax, UTF-8, depth and size [Limits], then the dialect's envelope
+// rules on the recorded top-level members) and return fresh copies of the
+// routing attributes; every refusal is an [*Error] carrying the dialect's own
+// code. [Codes] lists both dialects' complete error vocabularies with the HTTP
+// statuses the specs give; [SupportedVersions] and [AcceptVersionHeader] cover
+// version negotiation. docs/dialects.md is the ingest contract built on this
+// package and the record of the choices made where the specs are silent.
+//
 // Everything in this package is safe for concurrent use; it holds no state.
 package aep
