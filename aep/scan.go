@@ -203,7 +203,7 @@ func (s *scanner) topMember(i int) (int, *failure) {
 		if f != nil {
 			return 0, f
 		}
-		if end-i-2 > s.lim.MaxStringBytes {
+		if end-i-2 > s.lim.MaxStringBytes && m.attr != aPayload {
 			return 0, &failure{kind: KindLimit, field: string(name), msg: "value of " + quoteTrunc(name) + " longer than " + strconv.Itoa(s.lim.MaxStringBytes) + " bytes", off: i}
 		}
 		m.end, m.kind, m.esc = end, vString, esc

@@ -141,3 +141,16 @@ func TestLimitsConfigurable(t *testing.T) {
 		t.Errorf("negative limit not defaulted: %+v", d)
 	}
 }
+
+// A D payload may be one long string; an R extension named payload may not.
+func TestPayloadStringLimit(t *testing.T) {
+	long := strings.Repeat("p", 10000)
+	d := `{"aep_version":"0.1","id":"e","type":"a.b","source":"s","created_at":"2026-07-09T10:00:00Z","payload":"` + long + `"}`
+	if _, err := ParseAs(DialectD, []byte(d), Limits{}); err != nil {
+		t.Errorf("D string payload: %v", err)
+	}
+	r := `{` + baseR + `,"session":"s1","seq":0,"payload":"` + long + `"}`
+	if _, err := ParseAs(DialectR, []byte(r), Limits{}); AsError(err) == nil || AsError(err).Kind != KindLimit || AsError(err).Field != "payload" {
+		t.Errorf("R extension payload: %v", err)
+	}
+}

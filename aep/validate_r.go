@@ -258,7 +258,12 @@ func (p *parser) extensionR(m *member) *failure {
 		return fail(KindInvalid, string(m.name), msg)
 	}
 	switch m.kind {
-	case vString, vTrue, vFalse:
+	case vString:
+		if m.end-m.start-2 > p.lim.MaxStringBytes { // "payload" skipped the scan's check
+			return fail(KindLimit, string(m.name), "value of "+quoteTrunc(m.name)+" longer than "+strconv.Itoa(p.lim.MaxStringBytes)+" bytes")
+		}
+		return nil
+	case vTrue, vFalse:
 		return nil
 	case vNumber:
 		if isIntLiteral(m.raw(p.b)) {
