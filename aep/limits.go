@@ -19,7 +19,8 @@ type Limits struct {
 	MaxExtensions int
 	// MaxStringBytes bounds every top-level string of the envelope (member
 	// names and string values of the envelope's own attributes, measured as
-	// raw JSON bytes between the quotes). Strings inside data/payload, and a
+	// raw JSON bytes between the quotes) and the literal of a top-level
+	// number. Strings inside data/payload, and a
 	// D payload that is itself a string, are bounded only by MaxEventBytes
 	// (default 4096).
 	MaxStringBytes int

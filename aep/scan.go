@@ -212,6 +212,9 @@ func (s *scanner) topMember(i int) (int, *failure) {
 		if f != nil {
 			return 0, f
 		}
+		if kind == vNumber && end-i > s.lim.MaxStringBytes {
+			return 0, &failure{kind: KindLimit, field: string(name), msg: "number " + quoteTrunc(name) + " longer than " + strconv.Itoa(s.lim.MaxStringBytes) + " bytes", off: i}
+		}
 		m.end, m.kind = end, kind
 	}
 	s.add(m)

@@ -53,6 +53,7 @@ func TestMalformed(t *testing.T) {
 		{"depth bomb arrays", ev + strings.Repeat("[", 100000), KindLimit, "nesting deeper than 64"},
 		{"depth bomb objects", ev + strings.Repeat(`{"a":`, 100000), KindLimit, "nesting deeper than 64"},
 		{"huge top-level string", `{"aep":"0.1","id":"` + strings.Repeat("a", 5000) + `"}`, KindLimit, "longer than 4096"},
+		{"huge top-level number", `{"aep":"0.1","acme":` + strings.Repeat("9", 5000) + `}`, KindLimit, "longer than 4096"},
 		{"huge member name", `{"` + strings.Repeat("a", 5000) + `":1}`, KindLimit, "longer than 4096"},
 		{"too many members", `{"aep":"0.1"` + manyExt(200) + `}`, KindLimit, "top-level members"},
 		{"too large", `{"aep":"0.1","data":"` + strings.Repeat("a", 1<<20) + `"}`, KindLimit, "over the limit"},
