@@ -1,7 +1,6 @@
 package filtering
 
 import (
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -35,7 +34,7 @@ type entry struct {
 
 // dialectIndex is the part of a snapshot serving one dialect.
 type dialectIndex struct {
-	hash [numFields]*shardedMap
+	hash [numFields]postings
 	trie *tnode
 	sev  [len(severityLevels)][]*entry
 	cap  [len(captureLevels)][]*entry
@@ -54,19 +53,20 @@ type snapshot struct {
 // Matching reads an immutable snapshot through one atomic load: it takes no
 // lock, never waits for a writer and never allocates when dst has room.
 // Add and Remove serialize on a mutex, build a new snapshot by copying only
-// the parts they change (one shard of one hashed field, one trie path, or
+// the parts they change (one path of a persistent map, one trie path, or
 // one level list), and publish it atomically. A Match that started before
 // a write completes sees the old set; one that starts after sees the new.
+// The maps inside a snapshot are persistent hash tries (pmap), so a write
+// copies O(log n) small nodes, not the index.
 type Index struct {
 	mu   sync.Mutex // serializes writers
 	byID map[ID]*entry
-	seed maphash.Seed
 	snap atomic.Pointer[snapshot]
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	x := &Index{byID: make(map[ID]*entry), seed: maphash.MakeSeed()}
+	x := &Index{byID: make(map[ID]*entry)}
 	x.snap.Store(&snapshot{})
 	return x
 }
@@ -93,7 +93,7 @@ func (x *Index) Add(id ID, f *Filter) {
 	if di == nil {
 		di = &dialectIndex{}
 	}
-	s.d[f.dialect] = x.file(di, e)
+	s.d[f.dialect] = file(di, e)
 	s.n++
 	x.byID[id] = e
 	x.snap.Store(&s)
@@ -149,19 +149,14 @@ func chooseAnchor(f *Filter) (anchor, field) {
 
 // file returns a copy of di with e filed. Slices are appended in place:
 // readers of older snapshots read only up to their own length.
-func (x *Index) file(old *dialectIndex, e *entry) *dialectIndex {
+func file(old *dialectIndex, e *entry) *dialectIndex {
 	di := *old
 	f := e.f
 	switch e.anchor {
 	case anchorHash:
-		m := di.hash[e.fld]
-		if m == nil {
-			m = newShardedMap(x.seed)
-		}
 		for _, v := range f.strs[0].set.vals {
-			m = m.with(v, e)
+			di.hash[e.fld] = withEntry(di.hash[e.fld], v, e)
 		}
-		di.hash[e.fld] = m
 	case anchorTrie:
 		for i := range f.types {
 			p := &f.types[i]
@@ -191,13 +186,9 @@ func unfile(old *dialectIndex, e *entry) *dialectIndex {
 	f := e.f
 	switch e.anchor {
 	case anchorHash:
-		m := di.hash[e.fld]
 		for _, v := range f.strs[0].set.vals {
-			if m != nil {
-				m = m.without(v, e)
-			}
+			di.hash[e.fld] = withoutEntry(di.hash[e.fld], v, e)
 		}
-		di.hash[e.fld] = m
 	case anchorTrie:
 		for i := range f.types {
 			p := &f.types[i]
@@ -253,9 +244,10 @@ func (x *Index) Match(a *aep.Attrs, dst []ID) []ID {
 	di := s.d[a.Dialect]
 	c := matchCtx{a: a, dst: dst}
 	for fld := field(0); fld < numFields; fld++ {
-		if m := di.hash[fld]; m != nil {
+		if di.hash[fld].Len() != 0 {
 			if v := fld.get(a); v != "" {
-				c.emit(m.get(v))
+				list, _ := di.hash[fld].get(v)
+				c.emit(list)
 			}
 		}
 	}

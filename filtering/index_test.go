@@ -201,7 +201,7 @@ func TestIndexDifferential(t *testing.T) {
 			continue
 		}
 		for fld, m := range di.hash {
-			if m != nil {
+			if m.Len() != 0 || m.root != nil {
 				t.Errorf("dialect %d field %d: hashed map left behind", d, fld)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 // node, tail holds patterns whose trailing ".*" follows it. Nodes are
 // immutable once published; writers copy the path they change.
 type tnode struct {
-	children map[string]*tnode
+	children pmap[*tnode]
 	star     *tnode
 	exact    []posting
 	tail     []posting
@@ -24,7 +24,7 @@ type posting struct {
 }
 
 func (n *tnode) empty() bool {
-	return len(n.children) == 0 && n.star == nil && len(n.exact) == 0 && len(n.tail) == 0
+	return n.children.Len() == 0 && n.star == nil && len(n.exact) == 0 && len(n.tail) == 0
 }
 
 // with returns a copy of the trie rooted at n (nil: empty) with p added at
@@ -46,12 +46,8 @@ func (n *tnode) with(segs []string, tail bool, p posting) *tnode {
 		c.star = c.star.with(segs[1:], tail, p)
 		return &c
 	}
-	m := make(map[string]*tnode, len(c.children)+1)
-	for k, v := range c.children {
-		m[k] = v
-	}
-	m[segs[0]] = c.children[segs[0]].with(segs[1:], tail, p)
-	c.children = m
+	child, _ := c.children.get(segs[0])
+	c.children = c.children.set(segs[0], child.with(segs[1:], tail, p))
 	return &c
 }
 
@@ -70,20 +66,12 @@ func (n *tnode) without(segs []string, tail bool, e *entry) *tnode {
 	case segs[0] == "*":
 		c.star = c.star.without(segs[1:], tail, e)
 	default:
-		child := c.children[segs[0]].without(segs[1:], tail, e)
-		m := make(map[string]*tnode, len(c.children))
-		for k, v := range c.children {
-			m[k] = v
-		}
-		if child == nil {
-			delete(m, segs[0])
+		child, _ := c.children.get(segs[0])
+		if child = child.without(segs[1:], tail, e); child == nil {
+			c.children = c.children.del(segs[0])
 		} else {
-			m[segs[0]] = child
+			c.children = c.children.set(segs[0], child)
 		}
-		if len(m) == 0 {
-			m = nil
-		}
-		c.children = m
 	}
 	if c.empty() {
 		return nil
@@ -111,7 +99,7 @@ func (n *tnode) walk(t string, start int, c *matchCtx) {
 		end += start
 	}
 	seg := t[start:end]
-	if next := n.children[seg]; next != nil {
+	if next, _ := n.children.get(seg); next != nil {
 		next.reached(t, end, c)
 	}
 	if n.star != nil && seg != "" {
