@@ -42,42 +42,75 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	lim := Limits{MaxDepth: 16, MaxExtensions: 8, MaxStringBytes: 256}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		orig := string(raw)
-		a, err := Parse(raw, lim)
-		if string(raw) != orig {
-			t.Fatal("Parse modified its input")
-		}
-		if err != nil {
-			e := AsError(err)
-			if e == nil || e.Code == "" || e.Message == "" || e.Kind == 0 {
-				t.Fatalf("error %#v is not a complete *Error", err)
-			}
-			for _, d := range []Dialect{DialectR, DialectD} {
-				if _, err2 := ParseAs(d, raw, lim); err2 == nil {
-					t.Fatalf("Parse refused (%v) but ParseAs(%v) accepted", err, d)
-				}
-			}
-			return
-		}
-		if !json.Valid(raw) || !utf8.Valid(raw) {
-			t.Fatalf("accepted input that is not valid UTF-8 JSON: %q", raw)
-		}
-		ms, dup, rerr := refMembers(raw)
-		if rerr != nil || dup {
-			t.Fatalf("accepted input with duplicate members or that the reference cannot read (%v): %q", rerr, raw)
-		}
-		if len(ms) == 0 {
-			t.Fatal("accepted an empty object")
-		}
-		ref, rerr := refAttrs(raw)
-		if rerr != nil || !attrsEqual(a, ref) {
-			t.Fatalf("attrs differ from the reference:\n got %+v\nwant %+v (%v)", a, ref, rerr)
-		}
-		b, err := ParseAs(a.Dialect, raw, lim)
-		if err != nil || !attrsEqual(a, b) {
-			t.Fatalf("ParseAs(%v) disagrees: %v", a.Dialect, err)
+	f.Fuzz(checkParse)
+}
+
+// FuzzMember splices one fuzzed member into valid events of both dialects,
+// so that the acceptance path (formats, enums, integers, extension names and
+// values, scope rules) is explored, not only the syntax errors.
+func FuzzMember(f *testing.F) {
+	for _, s := range [][2]string{
+		{"seq", "187"}, {"seq", "-0"}, {"epoch", "1.0"}, {"time", `"2026-07-03T23:59:60Z"`},
+		{"time", `"2026-07-04T00:59:60+01:00"`}, {"source", `"aep://[::1]:80/a"`}, {"source", `"a:%zz"`},
+		{"traceparent", `"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"`}, {"type", `"x.a-b.tool.c"`},
+		{"type", `"agent.heartbeat"`}, {"type", `"control.cancel"`}, {"acme", `"\u00e9"`}, {"acme", "-0"},
+		{"severity", `"notice"`}, {"capture", `"\u006eone"`}, {"created_at", `"2026-02-29T00:00:00Z"`},
+		{"expires_at", "null"}, {"confidence", "1e-3"}, {"evidence_chain", `[{"source":"s","id":"i"}]`},
+		{"payload_schema", `"https://e.x/s.json#a"`}, {"session_id", `"s"`}, {"delivery", "{}"},
+	} {
+		f.Add(s[0], []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, name string, value []byte) {
+		n := AppendJSONString(nil, name)
+		for _, base := range []string{baseR + `,"session":"s1","seq":0`, baseD} {
+			raw := append([]byte(`{`+base+`,`), n...)
+			raw = append(append(append(raw, ':'), value...), '}')
+			checkParse(t, raw)
+			raw = append(append([]byte(`{`), n...), ':')
+			raw = append(append(raw, value...), ","+base+"}"...)
+			checkParse(t, raw)
 		}
 	})
+}
+
+var fuzzLimits = Limits{MaxDepth: 16, MaxExtensions: 8, MaxStringBytes: 256}
+
+// checkParse asserts the invariants of Parse on one input.
+func checkParse(t *testing.T, raw []byte) {
+	lim := fuzzLimits
+	orig := string(raw)
+	a, err := Parse(raw, lim)
+	if string(raw) != orig {
+		t.Fatal("Parse modified its input")
+	}
+	if err != nil {
+		e := AsError(err)
+		if e == nil || e.Code == "" || e.Message == "" || e.Kind == 0 {
+			t.Fatalf("error %#v is not a complete *Error", err)
+		}
+		for _, d := range []Dialect{DialectR, DialectD} {
+			if _, err2 := ParseAs(d, raw, lim); err2 == nil {
+				t.Fatalf("Parse refused (%v) but ParseAs(%v) accepted", err, d)
+			}
+		}
+		return
+	}
+	if !json.Valid(raw) || !utf8.Valid(raw) {
+		t.Fatalf("accepted input that is not valid UTF-8 JSON: %q", raw)
+	}
+	ms, dup, rerr := refMembers(raw)
+	if rerr != nil || dup {
+		t.Fatalf("accepted input with duplicate members or that the reference cannot read (%v): %q", rerr, raw)
+	}
+	if len(ms) == 0 {
+		t.Fatal("accepted an empty object")
+	}
+	ref, rerr := refAttrs(raw)
+	if rerr != nil || !attrsEqual(a, ref) {
+		t.Fatalf("attrs differ from the reference:\n got %+v\nwant %+v (%v)", a, ref, rerr)
+	}
+	b, err := ParseAs(a.Dialect, raw, lim)
+	if err != nil || !attrsEqual(a, b) {
+		t.Fatalf("ParseAs(%v) disagrees: %v", a.Dialect, err)
+	}
 }
