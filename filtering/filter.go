@@ -150,10 +150,11 @@ func (f *Filter) MarshalJSON() ([]byte, error) {
 func (f *Filter) String() string { return string(f.src) }
 
 // Match reports whether the event with routing attributes a is selected by
-// the filter. An event of another dialect never matches. It never
-// allocates and is safe to call concurrently.
+// the filter. An event of another dialect never matches, and the zero
+// Filter matches nothing. It never allocates and is safe to call
+// concurrently.
 func (f *Filter) Match(a *aep.Attrs) bool {
-	if a.Dialect != f.dialect || f.never {
+	if a.Dialect != f.dialect || f.never || f.dialect == aep.DialectUnknown {
 		return false
 	}
 	for i := range f.strs {

@@ -75,9 +75,10 @@ func NewIndex() *Index {
 func (x *Index) Len() int { return x.snap.Load().n }
 
 // Add files the filter under id, replacing the filter id had before, if
-// any. A nil filter is ignored. Safe to call concurrently with everything.
+// any. A nil filter, or one not made by a parser (no dialect), is ignored.
+// Safe to call concurrently with everything.
 func (x *Index) Add(id ID, f *Filter) {
-	if f == nil {
+	if f == nil || (f.dialect != aep.DialectD && f.dialect != aep.DialectR) {
 		return
 	}
 	x.mu.Lock()

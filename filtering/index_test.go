@@ -220,6 +220,7 @@ func TestIndexBasics(t *testing.T) {
 	x.Add(4, mustD(t, `{"types":"tool.*"}`))
 	x.Add(5, mustR(t, `{}`)) // R never sees D events
 	x.Add(6, nil)            // ignored
+	x.Add(8, &Filter{})      // ignored: no dialect
 	got := x.Match(a, nil)
 	slices.Sort(got)
 	if !slices.Equal(got, []ID{1, 2, 3}) {
@@ -245,6 +246,9 @@ func TestIndexBasics(t *testing.T) {
 		t.Fatal("Remove(3) twice")
 	}
 	// Unknown dialect events match nothing, even {} of R.
+	if (&Filter{}).Match(&aep.Attrs{}) {
+		t.Fatal("the zero Filter matched")
+	}
 	if got := x.Match(&aep.Attrs{Type: "memory.fact.added"}, nil); len(got) != 0 {
 		t.Fatalf("unknown dialect matched %v", got)
 	}
