@@ -17,7 +17,7 @@
 #   KAFKA_CONTROLLER_PORT  KRaft CONTROLLER listener port               (default 9093)
 #   KAFKA_DIR              working directory: jars, config, data, log   (default <repo>/.kafka)
 #   KAFKA_HEAP_OPTS        JVM heap flags                               (default -Xms256m -Xmx1g)
-#   KAFKA_START_TIMEOUT    seconds to wait for the broker to answer     (default 120)
+#   KAFKA_START_TIMEOUT    seconds to wait for the broker to answer     (default 300)
 #   KAFKA_LOG_LEVEL        root log level of the broker                 (default WARN)
 set -Eeuo pipefail
 
@@ -28,7 +28,7 @@ KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_DIR="${KAFKA_DIR:-$ROOT/.kafka}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g}"
-KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-300}"
 KAFKA_LOG_LEVEL="${KAFKA_LOG_LEVEL:-WARN}"
 
 LIB_DIR="$KAFKA_DIR/lib-$KAFKA_VERSION"
@@ -38,6 +38,7 @@ LOG4J="$KAFKA_DIR/log4j2.properties"
 LOG_FILE="$KAFKA_DIR/kafka.log"
 PID_FILE="$KAFKA_DIR/kafka.pid"
 STAMP="$DATA_DIR/.aep-formatted"
+PROBE="$KAFKA_DIR/kafkaprobe"
 BROKERS="$KAFKA_HOST:$KAFKA_PORT"
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
@@ -114,7 +115,7 @@ EOF
 		[ "$attempt" = 3 ] && die "could not fetch Kafka jars from Maven Central"
 		sleep $((attempt * 5))
 	done
-	ls "$LIB_DIR.tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 || die "kafka_2.13-$KAFKA_VERSION.jar missing after Maven run"
+	[ -f "$LIB_DIR.tmp/kafka_2.13-$KAFKA_VERSION.jar" ] || die "kafka_2.13-$KAFKA_VERSION.jar missing after Maven run"
 	rm -rf "$LIB_DIR"
 	mv "$LIB_DIR.tmp" "$LIB_DIR"
 	touch "$LIB_DIR/.complete"
@@ -230,13 +231,21 @@ wait_ready() {
 		sleep 0.5
 	done
 	# An open port is not a ready broker: ask it over the Kafka protocol for its broker list.
-	if command -v go >/dev/null 2>&1 && [ -f "$ROOT/scripts/kafkaprobe/main.go" ]; then
+	if [ -x "$PROBE" ]; then
 		local left=$((deadline - SECONDS))
 		[ "$left" -gt 10 ] || left=10
-		(cd "$ROOT" && go run ./scripts/kafkaprobe -brokers "$BROKERS" -timeout "${left}s") ||
+		"$PROBE" -brokers "$BROKERS" -timeout "${left}s" ||
 			{ tail -n 60 "$LOG_FILE" >&2; die "broker did not answer the Kafka protocol probe"; }
 	else
-		log "go not found: readiness checked by TCP connect only"
+		log "no Kafka protocol probe (go missing?): readiness checked by TCP connect only"
+	fi
+}
+
+# build_probe compiles scripts/kafkaprobe before the JVM starts, so compile time never eats into the
+# start-up timeout and the compiler does not compete with the starting broker for the CPU.
+build_probe() {
+	if command -v go >/dev/null 2>&1 && [ -f "$ROOT/scripts/kafkaprobe/main.go" ]; then
+		(cd "$ROOT" && go build -o "$PROBE" ./scripts/kafkaprobe) || { log "could not build the probe"; rm -f "$PROBE"; }
 	fi
 }
 
@@ -245,6 +254,8 @@ cmd_up() {
 	local pid
 	if pid="$(running_pid)"; then
 		log "already running (pid $pid)"
+		mkdir -p "$KAFKA_DIR"
+		build_probe
 		wait_ready "$pid"
 		echo "KAFKA_BROKERS=$BROKERS"
 		return 0
@@ -256,6 +267,7 @@ cmd_up() {
 		die "$KAFKA_HOST:$KAFKA_CONTROLLER_PORT is already taken; set KAFKA_CONTROLLER_PORT"
 	fi
 	fetch_jars
+	build_probe
 	write_config
 	: >"$LOG_FILE"
 	format_storage
@@ -280,15 +292,15 @@ cmd_down() {
 	fi
 	log "stopping pid $pid"
 	kill -TERM "$pid" 2>/dev/null || true
-	local i
-	for i in $(seq 1 60); do
+	local _
+	for _ in $(seq 1 60); do
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.5
 	done
 	if kill -0 "$pid" 2>/dev/null; then
 		log "still running after 30s; SIGKILL"
 		kill -KILL "$pid" 2>/dev/null || true
-		for i in $(seq 1 20); do
+		for _ in $(seq 1 20); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.25
 		done
