@@ -3,11 +3,13 @@ package cursor
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Committer stores a durable subscription's frontier as the committed
@@ -85,10 +87,13 @@ func (c *Committer) Commit(ctx context.Context, topic string, cur Cursor) error 
 // Sequence is zero: delivery sequences are per stream, not per group.
 func (c *Committer) Fetch(ctx context.Context, topic string) (cur Cursor, found bool, err error) {
 	resps, err := c.adm.FetchOffsetsForTopics(ctx, c.group, topic)
-	if err != nil {
-		return Cursor{}, false, fmt.Errorf("cursor: fetch offsets of %s: %w", c.group, err)
+	if err == nil {
+		err = resps.Error()
 	}
-	if err := resps.Error(); err != nil {
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return Cursor{}, false, nil // a subscription that never committed
+	}
+	if err != nil {
 		return Cursor{}, false, fmt.Errorf("cursor: fetch offsets of %s: %w", c.group, err)
 	}
 	for _, o := range resps[topic] {

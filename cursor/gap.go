@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -81,13 +82,20 @@ func LoadTopicState(ctx context.Context, adm *kadm.Client, topic string) (TopicS
 		return TopicState{}, fmt.Errorf("cursor: metadata of %s: %w", topic, td.Err)
 	}
 	st := TopicState{Topic: topic, ID: TopicID(td.ID), Partitions: int32(len(td.Partitions))}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return TopicState{}, fmt.Errorf("cursor: start offsets of %s: %w", topic, err)
+	// The two listings are independent: ask for both at once.
+	var (
+		starts, ends kadm.ListedOffsets
+		serr, eerr   error
+		wg           sync.WaitGroup
+	)
+	wg.Go(func() { starts, serr = adm.ListStartOffsets(ctx, topic) })
+	ends, eerr = adm.ListEndOffsets(ctx, topic)
+	wg.Wait()
+	if serr != nil {
+		return TopicState{}, fmt.Errorf("cursor: start offsets of %s: %w", topic, serr)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return TopicState{}, fmt.Errorf("cursor: end offsets of %s: %w", topic, err)
+	if eerr != nil {
+		return TopicState{}, fmt.Errorf("cursor: end offsets of %s: %w", topic, eerr)
 	}
 	st.Start = make([]int64, st.Partitions)
 	st.End = make([]int64, st.Partitions)

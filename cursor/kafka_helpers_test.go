@@ -14,6 +14,13 @@ import (
 // (name -> partitions) and returns client options that reach it.
 func newCluster(tb testing.TB, topics map[string]int32) (*kfake.Cluster, []kgo.Opt) {
 	tb.Helper()
+	c, opts := newClusterNoCleanup(tb, topics)
+	tb.Cleanup(c.Close)
+	return c, opts
+}
+
+func newClusterNoCleanup(tb testing.TB, topics map[string]int32) (*kfake.Cluster, []kgo.Opt) {
+	tb.Helper()
 	var opts []kfake.Opt
 	opts = append(opts, kfake.NumBrokers(1))
 	for t, n := range topics {
@@ -23,7 +30,6 @@ func newCluster(tb testing.TB, topics map[string]int32) (*kfake.Cluster, []kgo.O
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(c.Close)
 	return c, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
 }
 
@@ -109,7 +115,7 @@ func startIndex(tb testing.TB, opts []kgo.Opt, events, index string, distance in
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rv, err := NewResolver(ResolverConfig{EventsTopic: events, IndexTopic: index, ClientOpts: opts, FetchMaxBytes: 64 << 10})
+	rv, err := NewResolver(ResolverConfig{EventsTopic: events, IndexTopic: index, ClientOpts: opts, FetchMaxBytes: 32 << 10})
 	if err != nil {
 		ix.Close()
 		tb.Fatal(err)

@@ -3,7 +3,9 @@ package cursor
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 )
 
 // sessionLog builds n events of one session interleaved at random with
@@ -59,7 +61,11 @@ func TestResolveEveryPosition(t *testing.T) {
 	for _, e := range append(evs, noise...) {
 		ends[e.part] = max(ends[e.part], e.offset+1)
 	}
+	t0 := time.Now()
 	_, rv := startIndex(t, opts, "aep.acme.events", "aep.acme.index", distance, ends)
+	t.Logf("indexed in %v", time.Since(t0))
+	t0 = time.Now()
+	defer func() { t.Logf("resolved in %v", time.Since(t0)) }()
 
 	var mine []event
 	for _, e := range evs {
@@ -71,41 +77,54 @@ func TestResolveEveryPosition(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	maxScan := 0
+	var (
+		mu      sync.Mutex
+		maxScan int
+	)
 	check := func(pos Position, wantOffset int64, next *event) {
-		t.Helper()
 		res, err := rv.Resolve(ctx, pos)
 		if err != nil {
-			t.Fatalf("resolve %v: %v", pos, err)
+			t.Errorf("resolve %v: %v", pos, err)
+			return
 		}
 		if res.Gap != nil {
-			t.Fatalf("resolve %v: unexpected %v", pos, *res.Gap)
+			t.Errorf("resolve %v: unexpected %v", pos, *res.Gap)
 		}
 		if res.Partition != p || res.Offset != wantOffset {
-			t.Fatalf("resolve %v: %d@%d, want %d@%d", pos, res.Partition, res.Offset, p, wantOffset)
+			t.Errorf("resolve %v: %d@%d, want %d@%d", pos, res.Partition, res.Offset, p, wantOffset)
 		}
 		switch {
 		case next == nil && res.Next != nil:
-			t.Fatalf("resolve %v: next %v, want none", pos, *res.Next)
+			t.Errorf("resolve %v: next %v, want none", pos, *res.Next)
 		case next != nil && (res.Next == nil || res.NextOffset != next.offset ||
 			res.Next.Epoch != next.epoch || res.Next.Seq != next.seq):
-			t.Fatalf("resolve %v: next %+v@%d, want (%d,%d)@%d", pos, res.Next, res.NextOffset, next.epoch, next.seq, next.offset)
+			t.Errorf("resolve %v: next %+v@%d, want (%d,%d)@%d", pos, res.Next, res.NextOffset, next.epoch, next.seq, next.offset)
 		}
+		mu.Lock()
 		maxScan = max(maxScan, res.Scanned)
+		mu.Unlock()
 	}
 	// Strictly after each position: the tail starts right after its event,
 	// and its first event is the next position.
-	for i, e := range mine {
-		var next *event
-		if i+1 < len(mine) {
-			next = &mine[i+1]
-		}
-		check(Position{Session: session, Epoch: e.epoch, Seq: e.seq}, e.offset+1, next)
-		// A position inside a gap resolves like the position before it.
-		if next != nil && next.epoch == e.epoch && next.seq > e.seq+1 {
-			check(Position{Session: session, Epoch: e.epoch, Seq: e.seq + 1}, e.offset+1, next)
-		}
+	// Four resolvers at once: the Resolver is shared by connections.
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Go(func() {
+			for i := w; i < len(mine); i += 4 {
+				e := mine[i]
+				var next *event
+				if i+1 < len(mine) {
+					next = &mine[i+1]
+				}
+				check(Position{Session: session, Epoch: e.epoch, Seq: e.seq}, e.offset+1, next)
+				// A position inside a gap resolves like the position before it.
+				if next != nil && next.epoch == e.epoch && next.seq > e.seq+1 {
+					check(Position{Session: session, Epoch: e.epoch, Seq: e.seq + 1}, e.offset+1, next)
+				}
+			}
+		})
 	}
+	wg.Wait()
 	// Before the first event: the whole session.
 	check(Position{Session: session, Epoch: 0, Seq: 0}, mine[0].offset, &mine[0])
 	// A session never seen: nothing yet, start at the end.
