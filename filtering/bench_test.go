@@ -125,6 +125,34 @@ func BenchmarkRoute100k(b *testing.B) {
 			b.ReportMetric(float64(len(dst)), "matches")
 		})
 	}
+	// Matching while another goroutine subscribes and unsubscribes in a
+	// loop: readers never wait for the writer.
+	b.Run("index-under-churn/D", func(b *testing.B) {
+		b.ReportAllocs()
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		churn := mustD(b, `{"types":"*","session_id":"sess-churn"}`)
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				x.Add(benchSubs+2, churn)
+				x.Remove(benchSubs + 2)
+			}
+		}()
+		b.RunParallel(func(pb *testing.PB) {
+			dst := make([]ID, 0, 16)
+			for pb.Next() {
+				dst = x.Match(benchEventD, dst[:0])
+			}
+		})
+		close(stop)
+		<-done
+	})
 	b.Run("subscribe+unsubscribe", func(b *testing.B) {
 		b.ReportAllocs()
 		f := mustD(b, `{"types":"*","session_id":"sess-new"}`)
