@@ -150,3 +150,23 @@ func (v *indexView) stats() (applied, checkpoints int64) {
 	defer v.mu.RUnlock()
 	return v.applied, v.cps
 }
+
+// around returns the session's last checkpoint below off and its first at
+// or above off, in layout l.
+func (v *indexView) around(session string, l layout, off int64) (below, above checkpoint, hasBelow, hasAbove bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for _, si := range v.sessions[session] {
+		if si.l != l {
+			continue
+		}
+		i := sort.Search(len(si.cps), func(j int) bool { return si.cps[j].offset >= off })
+		if i > 0 {
+			below, hasBelow = si.cps[i-1], true
+		}
+		if i < len(si.cps) {
+			above, hasAbove = si.cps[i], true
+		}
+	}
+	return below, above, hasBelow, hasAbove
+}

@@ -203,7 +203,44 @@ func (r *Resolver) Resolve(ctx context.Context, pos Position) (Resume, error) {
 			return Resume{}, err
 		}
 	}
-	return rs.result(p, st, q), nil
+	res := rs.result(p, st, q)
+	if res.Gap != nil && res.Gap.Earliest == nil {
+		if err := r.earliest(ctx, &st, l, pos.Session, &res); err != nil {
+			return Resume{}, err
+		}
+	}
+	return res, nil
+}
+
+// earliest fills in the gap's Earliest: the session's first event at or
+// above the log start. By the index invariant it is either within one
+// distance after the last checkpoint below the log start, or it is the
+// first checkpoint at or above it (or, past the marker, in the unindexed
+// stretch, which is not searched here).
+func (r *Resolver) earliest(ctx context.Context, st *TopicState, l layout, session string, res *Resume) error {
+	start := st.Start[l.partition]
+	below, above, hasBelow, hasAbove := r.view.around(session, l, start)
+	if hasBelow && below.offset+below.distance > start {
+		to := below.offset + below.distance
+		if hasAbove {
+			to = min(to, above.offset)
+		}
+		n, err := r.scan.scan(ctx, st, l.partition, start, to, func(rec *kgo.Record) bool {
+			ep, _, ok := sessionEvent(rec, session)
+			if ok {
+				res.Gap.Earliest = &ep
+			}
+			return !ok
+		})
+		res.Scanned += n
+		if err != nil || res.Gap.Earliest != nil {
+			return err
+		}
+	}
+	if hasAbove {
+		res.Gap.Earliest = &Position{Session: session, Epoch: above.epoch, Seq: above.seq}
+	}
+	return nil
 }
 
 func (r *Resolver) partitionOf(session string, n int32) int32 {
