@@ -69,6 +69,30 @@ func TestResolveTailAndRetention(t *testing.T) {
 		}
 	}
 
+	// A new indexer instance in the same group picks up where the first
+	// stopped, with no memory of the sessions: resolves stay exact and the
+	// scans are bounded again.
+	for _, e := range second {
+		ends[e.part] = max(ends[e.part], e.offset+1)
+	}
+	ix2, err := NewIndexer(IndexerConfig{EventsTopic: "aep.t.events", IndexTopic: "aep.t.index", Group: "ix", ClientOpts: opts, Distance: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIndexed(t, ix2, rv, ends)
+	if err := ix2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range mine {
+		res, err := rv.Resolve(ctx, Position{Session: session, Epoch: e.epoch, Seq: e.seq})
+		if err != nil || res.Gap != nil || res.Offset != e.offset+1 {
+			t.Fatalf("after re-indexing, position %d: %+v %v, want offset %d", i, res, err, e.offset+1)
+		}
+		if res.Scanned > 256 {
+			t.Fatalf("after re-indexing, position %d scanned %d records, bound 256", i, res.Scanned)
+		}
+	}
+
 	// Retention: delete the partition below the middle of the session.
 	cut := mine[len(mine)/2].offset
 	cl, err := kgo.NewClient(opts...)
