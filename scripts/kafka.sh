@@ -71,7 +71,8 @@ java_major() {
 
 ensure_tools() {
 	if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; then
-		apt_install openjdk-17-jre-headless
+		# Debian 12 has 17, Debian 13 only 21; default-jre-headless is whatever the release ships.
+		apt_install openjdk-17-jre-headless || apt_install openjdk-21-jre-headless || apt_install default-jre-headless
 	fi
 	command -v java >/dev/null 2>&1 || die "java not found after install"
 	[ "$(java_major)" -ge 17 ] || die "Kafka 4.x needs Java 17 or newer; found $(java -version 2>&1 | head -1)"
