@@ -7,7 +7,8 @@
 // StartBroker picks, once per test binary, the first of:
 //
 //  1. external: KAFKA_BROKERS (comma-separated host:port) is set, e.g. by `make kafka-up` or CI. The broker
-//     is shared by every test; tests isolate themselves by topic name (Broker.CreateTopic).
+//     is shared by every test; tests isolate themselves by topic name (Broker.CreateTopic). It may be a
+//     single node (make kafka-up is): give the gateway and new topics replication factor 1.
 //  2. testcontainers: a Docker engine answers; one Kafka container (testcontainers-go kafka module) is
 //     started for the whole binary and removed by TestMain.
 //  3. embedded: an in-process kfake cluster per test, with its data in t.TempDir().
