@@ -105,14 +105,16 @@ fetch_jars() {
 EOF
 	log "fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its runtime dependencies with Maven"
 	rm -rf "$LIB_DIR.tmp"
-	local attempt
+	local attempt force=()
 	for attempt in 1 2 3; do
-		if mvn -q -B -ntp -Dstyle.color=never -f "$work/pom.xml" dependency:copy-dependencies \
+		if mvn -q -B -ntp "${force[@]}" -f "$work/pom.xml" dependency:copy-dependencies \
 			-DincludeScope=runtime -DoutputDirectory="$LIB_DIR.tmp" >"$work/mvn.log" 2>&1; then
 			break
 		fi
-		log "maven attempt $attempt failed; last lines:"
-		tail -n 20 "$work/mvn.log" >&2 || true
+		# Maven caches a failed resolution; -U makes the retry ask Maven Central again.
+		force=(-U)
+		log "maven attempt $attempt failed:"
+		sed 's/\x1b\[[0-9;]*m//g' "$work/mvn.log" | grep -v '^\[ERROR\] *$' | grep -v -e 'Re-run Maven' -e 'full stack trace' -e 'read the following articles' -e '\[Help 1\] http' | tail -n 8 >&2 || true
 		[ "$attempt" = 3 ] && die "could not fetch Kafka jars from Maven Central"
 		sleep $((attempt * 5))
 	done
