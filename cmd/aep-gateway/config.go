@@ -1,0 +1,194 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// config is everything the server binary is told, from flags and their
+// AEP_* environment twins.
+type config struct {
+	Listen               string
+	APIKeys              string
+	AllowUnauthenticated bool
+
+	KafkaBrokers       string
+	KafkaTLS           bool
+	KafkaTLSCA         string
+	KafkaTLSCert       string
+	KafkaTLSKey        string
+	KafkaTLSServerName string
+	KafkaSASLMechanism string
+	KafkaSASLUser      string
+	KafkaSASLPassword  string
+
+	DataDir             string
+	EmbeddedKafkaListen string
+	EmbeddedSyncWrites  bool
+
+	TopicTemplate          string
+	TopicPartitions        int
+	TopicReplicationFactor int
+	TopicRetention         time.Duration
+	TopicRetentionBytes    int64
+	KeyStrategy            string
+
+	MaxBodyBytes   int64
+	MaxEventBytes  int
+	MaxBatchEvents int
+
+	WriteTimeout    time.Duration
+	ShutdownTimeout time.Duration
+	LogFormat       string
+	LogLevel        string
+}
+
+const usageHeader = `aep-gateway: a Kafka-backed, durable event gateway for the Agent Event Protocol.
+
+With no --kafka-brokers it starts an embedded single-node Kafka-protocol broker
+(kfake) whose data lives under --data-dir and survives restarts; its Kafka
+address is printed at start-up so any Kafka tool can read the topics.
+Every flag has an environment-variable twin, shown in brackets; the command
+line wins over the environment.
+
+Usage: aep-gateway [flags]
+
+Flags:
+`
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := newFlagSet("aep-gateway")
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHeader)
+		fs.PrintDefaults()
+	}
+	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
+	fs.Bool(&c.AllowUnauthenticated, "allow-unauthenticated", false, "allow development mode (no authentication) on a non-loopback listener; never in production")
+
+	fs.String(&c.KafkaBrokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers; empty starts the embedded broker")
+	fs.Bool(&c.KafkaTLS, "kafka-tls", false, "connect to Kafka over TLS")
+	fs.String(&c.KafkaTLSCA, "kafka-tls-ca", "", "PEM file of CA certificates for Kafka TLS (default: system roots)")
+	fs.String(&c.KafkaTLSCert, "kafka-tls-cert", "", "PEM client certificate for Kafka mutual TLS")
+	fs.String(&c.KafkaTLSKey, "kafka-tls-key", "", "PEM client key for Kafka mutual TLS")
+	fs.String(&c.KafkaTLSServerName, "kafka-tls-server-name", "", "override the TLS server name checked against broker certificates")
+	fs.String(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
+	fs.String(&c.KafkaSASLUser, "kafka-sasl-user", "", "SASL user name")
+	fs.String(&c.KafkaSASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+
+	fs.String(&c.DataDir, "data-dir", "./data", "directory of the embedded broker's data")
+	fs.String(&c.EmbeddedKafkaListen, "embedded-kafka-listen", "127.0.0.1:19092", "Kafka listen address of the embedded broker (loopback host; port 0 picks a free one)")
+	fs.Bool(&c.EmbeddedSyncWrites, "embedded-sync-writes", false, "fsync every batch of the embedded broker (survives power loss, not just process crashes; slower)")
+
+	fs.String(&c.TopicTemplate, "topic-template", partitioning.DefaultTopicTemplate, "events topic name of a tenant; {tenant} is replaced")
+	fs.Int(&c.TopicPartitions, "topic-partitions", 12, "partitions of a new tenant topic")
+	fs.Int(&c.TopicReplicationFactor, "topic-replication-factor", 3, "replication factor of new tenant topics (-1: broker default; forced to 1 on the embedded broker)")
+	fs.Duration(&c.TopicRetention, "topic-retention", 7*24*time.Hour, "retention of a new tenant events topic: the replay window (-1ns: forever)")
+	fs.Int64(&c.TopicRetentionBytes, "topic-retention-bytes", 0, "per-partition size bound of a new tenant events topic (0: unbounded)")
+	fs.String(&c.KeyStrategy, "key-strategy", "session", "record key: session (session, else source) or binding (task > conversation > session > source, dialect D's Kafka binding)")
+
+	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest ingest request body")
+	fs.Int(&c.MaxEventBytes, "max-event-bytes", 512<<10, "largest single event")
+	fs.Int(&c.MaxBatchEvents, "max-batch-events", 1000, "most events in one ingest request")
+
+	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
+	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
+	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if len(fs.envErrs) > 0 {
+		return c, errors.Join(fs.envErrs...)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.embedded() {
+		host, _, err := net.SplitHostPort(c.EmbeddedKafkaListen)
+		if err != nil {
+			return fmt.Errorf("--embedded-kafka-listen %q: %w", c.EmbeddedKafkaListen, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("--embedded-kafka-listen %q: the embedded broker only listens on loopback", c.EmbeddedKafkaListen)
+		}
+		if c.DataDir == "" {
+			return errors.New("--data-dir is required with the embedded broker")
+		}
+	}
+	switch strings.ToUpper(c.KafkaSASLMechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("--kafka-sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.KafkaSASLMechanism)
+	}
+	if c.KafkaSASLMechanism != "" && c.KafkaSASLUser == "" {
+		return errors.New("--kafka-sasl-user is required with --kafka-sasl-mechanism")
+	}
+	if (c.KafkaTLSCert == "") != (c.KafkaTLSKey == "") {
+		return errors.New("--kafka-tls-cert and --kafka-tls-key go together")
+	}
+	if _, err := partitioning.ParseKeyStrategy(c.KeyStrategy); err != nil {
+		return err
+	}
+	if err := (partitioning.Naming{Template: c.TopicTemplate}).Validate(); err != nil {
+		return err
+	}
+	if c.TopicPartitions < 1 || c.TopicPartitions > 10000 {
+		return fmt.Errorf("--topic-partitions %d: want 1..10000", c.TopicPartitions)
+	}
+	if c.MaxEventBytes < 1024 || int64(c.MaxEventBytes) > c.MaxBodyBytes {
+		return fmt.Errorf("--max-event-bytes %d: want at least 1024 and at most --max-body-bytes", c.MaxEventBytes)
+	}
+	if c.MaxBatchEvents < 1 {
+		return fmt.Errorf("--max-batch-events %d: want at least 1", c.MaxBatchEvents)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
+	}
+	if c.APIKeys == "" && !c.AllowUnauthenticated && !loopback(c.Listen) {
+		return fmt.Errorf("--listen %s is not a loopback address: give --api-keys, or --allow-unauthenticated to run open (development only)", c.Listen)
+	}
+	return nil
+}
+
+func (c config) embedded() bool { return strings.TrimSpace(c.KafkaBrokers) == "" }
+
+func (c config) brokers() []string {
+	var out []string
+	for _, b := range strings.Split(c.KafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// embeddedBroker is the single-node Kafka-protocol broker (kfake) the gateway
+// runs when no cluster is configured. Data lives under dir/kafka.
+//
+// kfake rebuilds a partition's high watermark from its segments after a
+// crash, so a partition emptied by retention comes back at offset 0 and
+// would hand out offsets again. The broker therefore journals every
+// partition's high watermark (dir/offsets.json, every journalEvery and at
+// close) and, at start, compares: a partition found below its journaled
+// mark is logged loudly, and Reused reports the offsets that may have been
+// handed out before, so ingest responses say so.
+type embeddedBroker struct {
+	cluster *kfake.Cluster
+	addr    string
+	dir     string
+	log     zerolog.Logger
+	adm     *kadm.Client
+	admCl   *kgo.Client
+
+	resets map[string]map[int32]int64 // topic -> partition -> journaled HWM; read-only after start
+
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+const journalEvery = 2 * time.Second
+
+func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
+	host, portStr, err := net.SplitHostPort(c.EmbeddedKafkaListen)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded kafka port %q: %w", portStr, err)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(port),
+		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, p, _ := net.SplitHostPort(addr)
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+		kfake.ClusterID("aep-gateway-embedded"),
+		kfake.DataDir(filepath.Join(c.DataDir, "kafka")),
+		// kfake runs retention only on topics that carry retention configs
+		// (the provisioner sets them) and its cleaner backs off an hour by
+		// default; a minute keeps the replay window honest.
+		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "60000"}),
+		kfake.WithLogger(kfakeLogger{log}),
+	}
+	if c.EmbeddedSyncWrites {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded kafka: %w", err)
+	}
+	b := &embeddedBroker{
+		cluster: cluster, addr: cluster.ListenAddrs()[0], dir: c.DataDir, log: log,
+		resets: map[string]map[int32]int64{}, quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	b.admCl, err = kgo.NewClient(kgo.SeedBrokers(b.addr))
+	if err != nil {
+		cluster.Close()
+		return nil, err
+	}
+	b.adm = kadm.NewClient(b.admCl)
+	if err := b.checkJournal(); err != nil {
+		log.Error().Err(err).Msg("embedded kafka: could not check the offsets journal")
+	}
+	go b.journalLoop()
+	return b, nil
+}
+
+func (b *embeddedBroker) journalPath() string { return filepath.Join(b.dir, "offsets.json") }
+
+// highWatermarks lists every partition's end offset.
+func (b *embeddedBroker) highWatermarks(ctx context.Context) (map[string]map[int32]int64, error) {
+	topics, err := b.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := b.adm.ListEndOffsets(ctx, topics.Names()...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, nil
+}
+
+func (b *embeddedBroker) checkJournal() error {
+	raw, err := os.ReadFile(b.journalPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var saved map[string]map[int32]int64
+	if err := json.Unmarshal(raw, &saved); err != nil {
+		return fmt.Errorf("offsets journal: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	now, err := b.highWatermarks(ctx)
+	if err != nil {
+		return err
+	}
+	for topic, parts := range saved {
+		for p, old := range parts {
+			cur, ok := now[topic][p]
+			if ok && cur < old {
+				if b.resets[topic] == nil {
+					b.resets[topic] = map[int32]int64{}
+				}
+				b.resets[topic][p] = old
+				b.log.Error().Str("topic", topic).Int32("partition", p).Int64("journaled_end", old).Int64("end", cur).
+					Msg("embedded kafka: partition restarted below offsets already handed out (emptied by retention before a crash); offsets below journaled_end are reused and flagged reused_offset in ingest responses")
+			}
+		}
+	}
+	return nil
+}
+
+// Reused implements gateway.OffsetAuditor.
+func (b *embeddedBroker) Reused(topic string, partition int32, offset int64) bool {
+	old, ok := b.resets[topic][partition]
+	return ok && offset < old
+}
+
+func (b *embeddedBroker) saveJournal() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hw, err := b.highWatermarks(ctx)
+	if err != nil {
+		return err
+	}
+	// Never lower a journaled mark: after a reset the journal keeps the
+	// old end until the partition passes it.
+	for topic, parts := range b.resets {
+		for p, old := range parts {
+			if hw[topic] != nil && hw[topic][p] < old {
+				hw[topic][p] = old
+			}
+		}
+	}
+	raw, err := json.Marshal(hw)
+	if err != nil {
+		return err
+	}
+	tmp := b.journalPath() + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, b.journalPath())
+}
+
+func (b *embeddedBroker) journalLoop() {
+	defer close(b.done)
+	t := time.NewTicker(journalEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.quit:
+			return
+		case <-t.C:
+			if err := b.saveJournal(); err != nil {
+				b.log.Warn().Err(err).Msg("embedded kafka: offsets journal not saved")
+			}
+		}
+	}
+}
+
+// Addr is the broker's Kafka address.
+func (b *embeddedBroker) Addr() string { return b.addr }
+
+// Close journals the offsets once more and stops the broker. Idempotent.
+func (b *embeddedBroker) Close() {
+	b.closeOnce.Do(func() {
+		close(b.quit)
+		<-b.done
+		if err := b.saveJournal(); err != nil {
+			b.log.Warn().Err(err).Msg("embedded kafka: offsets journal not saved at close")
+		}
+		b.admCl.Close()
+		b.cluster.Close()
+	})
+}
+
+type kfakeLogger struct{ log zerolog.Logger }
+
+func (l kfakeLogger) Logf(level kfake.LogLevel, msg string, args ...any) {
+	switch level {
+	case kfake.LogLevelError:
+		l.log.Error().Str("component", "embedded-kafka").Msgf(msg, args...)
+	case kfake.LogLevelWarn:
+		l.log.Warn().Str("component", "embedded-kafka").Msgf(msg, args...)
+	}
+}

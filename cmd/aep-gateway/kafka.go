@@ -1,0 +1,90 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// kafkaOpts are the connection options of every client the gateway opens:
+// seeds, TLS, SASL and logging.
+func kafkaOpts(c config, seeds []string, log zerolog.Logger) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.ClientID("aep-gateway"),
+		kgo.WithLogger(kgoLogger{log}),
+		kgo.RetryTimeout(15 * time.Second),
+	}
+	if c.KafkaTLS || c.KafkaTLSCA != "" || c.KafkaTLSCert != "" {
+		tc, err := tlsConfig(c)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch strings.ToUpper(c.KafkaSASLMechanism) {
+	case "":
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}
+
+func tlsConfig(c config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
+	if c.KafkaTLSCA != "" {
+		pem, err := os.ReadFile(c.KafkaTLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("--kafka-tls-ca: no PEM certificates found")
+		}
+		tc.RootCAs = pool
+	}
+	if c.KafkaTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.KafkaTLSCert, c.KafkaTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// kgoLogger routes franz-go's logs into zerolog at warn and above: the
+// client's info level is per-connection chatter.
+type kgoLogger struct{ log zerolog.Logger }
+
+func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	var ev *zerolog.Event
+	switch level {
+	case kgo.LogLevelError:
+		ev = l.log.Error()
+	case kgo.LogLevelWarn:
+		ev = l.log.Warn()
+	default:
+		ev = l.log.Debug()
+	}
+	ev = ev.Str("component", "kafka-client")
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		ev = ev.Interface(fmt.Sprint(keyvals[i]), keyvals[i+1])
+	}
+	ev.Msg(msg)
+}

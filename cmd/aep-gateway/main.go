@@ -1,0 +1,168 @@
+// Command aep-gateway is the server: a Kafka-backed, durable event gateway for
+// the Agent Event Protocol. Run it with --help for its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "aep-gateway:", err)
+		return 2
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, cfg, log, stop); err != nil {
+		log.Error().Err(err).Msg("aep-gateway stopped with an error")
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config, w io.Writer) zerolog.Logger {
+	if cfg.LogFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	lvl, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || lvl == zerolog.NoLevel {
+		lvl = zerolog.InfoLevel
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// serve runs the gateway until ctx ends (the first SIGINT/SIGTERM), then
+// drains: it stops accepting, lets in-flight requests finish their Kafka
+// writes, flushes the producer, and stops the broker. A second signal exits
+// at once (signal.NotifyContext's stop restores the default handler).
+func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func()) error {
+	seeds := cfg.brokers()
+	var embedded *embeddedBroker
+	if cfg.embedded() {
+		var err error
+		embedded, err = startEmbedded(cfg, log)
+		if err != nil {
+			return err
+		}
+		defer embedded.Close()
+		seeds = []string{embedded.Addr()}
+		cfg.TopicReplicationFactor = 1
+		log.Info().Str("kafka", embedded.Addr()).Str("data_dir", cfg.DataDir).
+			Msg("embedded Kafka-protocol broker started; point any Kafka tool at this address")
+	}
+
+	opts, err := kafkaOpts(cfg, seeds, log)
+	if err != nil {
+		return err
+	}
+	prodOpts := append(append([]kgo.Opt{}, opts...), gateway.NewProducerOpts(cfg.MaxEventBytes, cfg.WriteTimeout)...)
+	producer, err := kgo.NewClient(prodOpts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer producer.Close()
+
+	naming := partitioning.Naming{Template: cfg.TopicTemplate}
+	prov, err := partitioning.NewProvisioner(kadm.NewClient(producer), naming, partitioning.TopicConfig{
+		Partitions:        int32(cfg.TopicPartitions),
+		ReplicationFactor: int16(cfg.TopicReplicationFactor),
+		Retention:         cfg.TopicRetention,
+		RetentionBytes:    cfg.TopicRetentionBytes,
+	})
+	if err != nil {
+		return err
+	}
+
+	var keys *gateway.KeyStore
+	if cfg.APIKeys != "" {
+		if keys, err = gateway.LoadKeyStore(cfg.APIKeys); err != nil {
+			return err
+		}
+		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")
+	} else {
+		log.Warn().Str("tenant", gateway.DevTenant).Str("listen", cfg.Listen).
+			Msg("DEVELOPMENT MODE: no --api-keys, every request is accepted without authentication as tenant \"default\"; never expose this listener")
+	}
+	ks, _ := partitioning.ParseKeyStrategy(cfg.KeyStrategy)
+	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer}
+	if embedded != nil {
+		deps.Auditor = embedded
+	}
+	srv, err := gateway.New(gateway.Config{
+		Limits: gateway.Limits{
+			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
+		},
+		Keys: keys, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
+	}, deps)
+	if err != nil {
+		return err
+	}
+	srv.Start()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
+		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
+
+	select {
+	case err := <-serveErr:
+		_ = srv.Shutdown(context.Background())
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	stopSignals() // a second signal now kills the process
+	log.Info().Dur("timeout", cfg.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
+	srv.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	err = httpSrv.Shutdown(sctx)
+	<-serveErr
+	if serr := srv.Shutdown(sctx); err == nil {
+		err = serr
+	}
+	if ferr := producer.Flush(sctx); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info().Msg("aep-gateway stopped")
+	return nil
+}

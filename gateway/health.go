@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pinger reports whether the Kafka cluster answers. *kgo.Client satisfies it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// readiness probes the broker in the background and remembers the answer.
+// Its goroutine is started by start and stopped (and waited for) by stop;
+// stop is idempotent.
+type readiness struct {
+	pinger   Pinger
+	interval time.Duration
+	metrics  *metrics
+
+	ok       atomic.Bool
+	draining atomic.Bool
+	lastErr  atomic.Value // string
+
+	stopOnce sync.Once
+	quit     chan struct{}
+	done     chan struct{}
+}
+
+func newReadiness(p Pinger, interval time.Duration, m *metrics) *readiness {
+	return &readiness{pinger: p, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (rd *readiness) start() {
+	go func() {
+		defer close(rd.done)
+		t := time.NewTicker(rd.interval)
+		defer t.Stop()
+		for {
+			rd.probe()
+			select {
+			case <-rd.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (rd *readiness) probe() {
+	ctx, cancel := context.WithTimeout(context.Background(), rd.interval)
+	defer cancel()
+	err := rd.pinger.Ping(ctx)
+	rd.ok.Store(err == nil)
+	if err != nil {
+		rd.lastErr.Store(err.Error())
+		rd.metrics.ready.Set(0)
+	} else {
+		rd.lastErr.Store("")
+		rd.metrics.ready.Set(1)
+	}
+}
+
+func (rd *readiness) stop() {
+	rd.stopOnce.Do(func() { close(rd.quit) })
+	<-rd.done
+}
+
+func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case rd.draining.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+	case !rd.ok.Load():
+		msg, _ := rd.lastErr.Load().(string)
+		if msg == "" {
+			msg = "broker not probed yet"
+		}
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "kafka": msg})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	}
+}
+
+func handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,209 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Limits bound every request. Zero fields take the defaults of
+// DefaultLimits.
+type Limits struct {
+	MaxBodyBytes   int64 // one ingest request body
+	MaxEventBytes  int   // one event
+	MaxBatchEvents int   // events in one request
+	Event          aep.Limits
+}
+
+// DefaultLimits are the limits used for zero fields.
+var DefaultLimits = Limits{
+	MaxBodyBytes:   8 << 20,
+	MaxEventBytes:  512 << 10,
+	MaxBatchEvents: 1000,
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = DefaultLimits.MaxBodyBytes
+	}
+	if l.MaxEventBytes <= 0 {
+		l.MaxEventBytes = DefaultLimits.MaxEventBytes
+	}
+	if l.MaxBatchEvents <= 0 {
+		l.MaxBatchEvents = DefaultLimits.MaxBatchEvents
+	}
+	if l.Event.MaxEventBytes == 0 || l.Event.MaxEventBytes > l.MaxEventBytes {
+		l.Event.MaxEventBytes = l.MaxEventBytes
+	}
+	return l
+}
+
+// TopicResolver finds (creating on first use) a tenant's events topic.
+type TopicResolver interface {
+	Ensure(ctx context.Context, tenant string) (partitioning.TopicInfo, error)
+}
+
+// OffsetAuditor, when the broker can tell, reports offsets that were handed
+// out before: the embedded broker restarts a partition emptied by retention
+// at offset 0 after a crash, and says so through this interface.
+type OffsetAuditor interface {
+	// Reused reports whether offset of topic/partition may have been
+	// acknowledged to a client before.
+	Reused(topic string, partition int32, offset int64) bool
+}
+
+// ingestor runs the dialect-neutral part of ingest: parse and validate each
+// frame, build records, write them, and report each event's outcome.
+type ingestor struct {
+	limits  Limits
+	topics  TopicResolver
+	writer  Writer
+	keys    partitioning.KeyStrategy
+	auditor OffsetAuditor // may be nil
+	timeout time.Duration // bound on one write
+	metrics *metrics
+}
+
+// outcome is the fate of one frame.
+type outcome struct {
+	frame
+	attrs     aep.Attrs
+	parseErr  *aep.Error // the event was invalid
+	writeErr  error      // the event was valid but Kafka did not take it
+	partition int32
+	offset    int64
+	reused    bool
+}
+
+func (o *outcome) accepted() bool { return o.parseErr == nil && o.writeErr == nil }
+
+// validate parses every frame; it reports whether all were valid.
+func (in *ingestor) validate(d aep.Dialect, frames []frame) ([]outcome, bool) {
+	outs := make([]outcome, len(frames))
+	ok := true
+	for i, f := range frames {
+		outs[i].frame = f
+		if f.oversize {
+			outs[i].parseErr = &aep.Error{Dialect: d, Kind: aep.KindLimit, Code: limitCode(d),
+				Message: f.oversizeMessage(in.limits.MaxEventBytes), Offset: -1}
+			ok = false
+			continue
+		}
+		a, err := aep.ParseAs(d, f.raw, in.limits.Event)
+		if err != nil {
+			outs[i].parseErr = asParseError(d, err)
+			ok = false
+			continue
+		}
+		outs[i].attrs = a
+	}
+	return outs, ok
+}
+
+func asParseError(d aep.Dialect, err error) *aep.Error {
+	if e := aep.AsError(err); e != nil {
+		return e
+	}
+	return &aep.Error{Dialect: d, Kind: aep.KindInvalid, Code: invalidCode(d), Message: err.Error(), Offset: -1}
+}
+
+// write produces every valid outcome to the tenant's topic. The write is
+// detached from the request's cancellation: once events are handed to Kafka
+// the client gets their outcome, and a client that went away does not make
+// the gateway forget what it wrote. Only the timeout bounds it.
+func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.timeout)
+	defer cancel()
+	info, err := in.topics.Ensure(ctx, tenant)
+	if err != nil {
+		for i := range outs {
+			if outs[i].parseErr == nil {
+				outs[i].writeErr = fmt.Errorf("tenant topic unavailable: %w", err)
+			}
+		}
+		return err
+	}
+	recs := make([]*kgo.Record, 0, len(outs))
+	idx := make([]int, 0, len(outs))
+	for i := range outs {
+		o := &outs[i]
+		if o.parseErr != nil {
+			continue
+		}
+		// The value is copied: the request body buffer is not retained.
+		val := make([]byte, len(o.raw))
+		copy(val, o.raw)
+		recs = append(recs, &kgo.Record{
+			Topic:   info.Name,
+			Key:     []byte(in.keys.Key(&o.attrs)),
+			Value:   val,
+			Headers: partitioning.AppendHeaders(make([]kgo.RecordHeader, 0, 12), &o.attrs),
+		})
+		idx = append(idx, i)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	errs := in.writer.Write(ctx, recs)
+	in.metrics.produceLatency.WithLabelValues(d.String()).Observe(time.Since(start).Seconds())
+	var firstErr error
+	for j, r := range recs {
+		o := &outs[idx[j]]
+		if errs[j] != nil {
+			o.writeErr = errs[j]
+			if firstErr == nil {
+				firstErr = errs[j]
+			}
+			continue
+		}
+		o.partition, o.offset = r.Partition, r.Offset
+		if in.auditor != nil && in.auditor.Reused(r.Topic, r.Partition, r.Offset) {
+			o.reused = true
+		}
+	}
+	return firstErr
+}
+
+// readBody reads a request body bounded by the body limit. A body over the
+// limit is reported as tooLarge.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, tooLarge bool, err error) {
+	if r.ContentLength > max {
+		return nil, true, fmt.Errorf("request body is %d bytes, over the %d-byte limit", r.ContentLength, max)
+	}
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, true, fmt.Errorf("request body is over the %d-byte limit", max)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading request body: %w", err)
+	}
+	return body, false, nil
+}
+
+// mediaType returns the request's media type without parameters, and
+// rejects a charset other than UTF-8.
+func mediaType(r *http.Request) (string, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return "", errors.New("Content-Type is required")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", fmt.Errorf("malformed Content-Type %q", ct)
+	}
+	if cs, ok := params["charset"]; ok && cs != "utf-8" && cs != "UTF-8" {
+		return "", fmt.Errorf("charset %q is not supported: events are UTF-8", cs)
+	}
+	return mt, nil
+}

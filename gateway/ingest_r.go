@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// rPosition is where an accepted event landed in the log.
+type rPosition struct {
+	Index     int   `json:"index"`
+	Line      int   `json:"line"`
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+	// Reused is set when the broker may have handed this offset out before
+	// (docs/record-format.md, "offset resets").
+	Reused bool `json:"reused_offset,omitempty"`
+}
+
+type rAccepted struct {
+	Accepted  int         `json:"accepted"`
+	Topic     string      `json:"topic"`
+	Positions []rPosition `json:"positions"`
+}
+
+type rUnavailable struct {
+	rError
+	Accepted  int         `json:"accepted"`
+	Failed    []rPosition `json:"failed"`
+	Positions []rPosition `json:"positions"`
+}
+
+// handleIngestR serves POST /events (AEP-0003 §3.2): a single event as
+// application/json or a batch as application/x-ndjson. The batch is
+// all-or-nothing at validation: one invalid event rejects the request with
+// the first failing line and nothing is written. A batch that validated but
+// that Kafka only partly took gets 503 listing the events that landed and
+// the ones that did not (retry those with the same ids).
+func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
+	const d = aep.DialectR
+	if v := r.Header.Get(aep.HeaderAEPVersion); !aep.AcceptVersionHeader(v) {
+		s.metrics.rejected(d, "version", 1)
+		writeJSON(w, http.StatusUpgradeRequired, map[string][]string{"versions": aep.SupportedVersions(d)})
+		return
+	}
+	mt, err := mediaType(r)
+	if err != nil || (mt != "application/json" && mt != "application/x-ndjson") {
+		if err == nil {
+			err = fmt.Errorf("Content-Type %s is not accepted: use application/json for one event or application/x-ndjson for a batch", mt)
+		}
+		s.metrics.rejected(d, "media-type", 1)
+		writeR(w, http.StatusUnsupportedMediaType, aep.CodeRInvalidEvent, err.Error())
+		return
+	}
+	lim := s.ingest.limits
+	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes)
+	if err != nil {
+		status := http.StatusBadRequest
+		code := aep.CodeRInvalidEvent
+		if tooLarge {
+			status, code = http.StatusRequestEntityTooLarge, aep.CodeRLimitExceeded
+		}
+		s.metrics.rejected(d, "body", 1)
+		writeR(w, status, code, err.Error())
+		return
+	}
+	var frames []frame
+	if mt == "application/x-ndjson" {
+		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, nil)
+	} else {
+		frames, err = splitJSON(body, false, lim.MaxEventBytes, 1, nil)
+	}
+	if err != nil {
+		s.writeFramingR(w, err)
+		return
+	}
+	s.metrics.batchSize.WithLabelValues(d.String()).Observe(float64(len(frames)))
+
+	outs, ok := s.ingest.validate(d, frames)
+	if !ok {
+		s.writeInvalidR(w, outs)
+		return
+	}
+	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs)
+	resp := rUnavailable{Positions: make([]rPosition, 0, len(outs))}
+	for i := range outs {
+		o := &outs[i]
+		p := rPosition{Index: o.index, Line: o.line, Partition: o.partition, Offset: o.offset, Reused: o.reused}
+		if o.writeErr != nil {
+			p.Partition, p.Offset = -1, -1
+			resp.Failed = append(resp.Failed, p)
+			continue
+		}
+		resp.Accepted++
+		resp.Positions = append(resp.Positions, p)
+	}
+	s.metrics.accepted(d, resp.Accepted)
+	if writeErr == nil {
+		writeJSON(w, http.StatusAccepted, rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions})
+		return
+	}
+	s.metrics.rejected(d, "kafka", len(resp.Failed))
+	s.log.Error().Err(writeErr).Str("tenant", TenantFrom(r.Context())).Int("failed", len(resp.Failed)).Msg("ingest write failed")
+	resp.rError = rError{Error: "unavailable", Detail: "the event log did not take every event: " + writeErr.Error() + "; retry the failed events with the same ids"}
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, resp)
+}
+
+func (s *Server) writeFramingR(w http.ResponseWriter, err error) {
+	const d = aep.DialectR
+	var fe *framingError
+	switch {
+	case errors.Is(err, errEmptyBody):
+		s.metrics.rejected(d, "empty", 1)
+		writeR(w, http.StatusBadRequest, aep.CodeRInvalidEvent, err.Error())
+	case errors.As(err, &fe) && fe.tooMany:
+		s.metrics.rejected(d, "limit", 1)
+		idx := fe.index
+		writeJSON(w, http.StatusRequestEntityTooLarge, rError{Error: aep.CodeRLimitExceeded, Detail: fe.msg, Line: fe.line, Index: &idx})
+	case errors.As(err, &fe):
+		s.metrics.rejected(d, "syntax", 1)
+		idx := fe.index
+		writeJSON(w, http.StatusBadRequest, rError{Error: aep.CodeRInvalidEvent, Detail: fe.msg, Line: fe.line, Index: &idx})
+	default:
+		s.metrics.rejected(d, "syntax", 1)
+		writeR(w, http.StatusBadRequest, aep.CodeRInvalidEvent, err.Error())
+	}
+}
+
+// writeInvalidR rejects a batch whole, naming its first invalid event.
+func (s *Server) writeInvalidR(w http.ResponseWriter, outs []outcome) {
+	var first *outcome
+	invalid := 0
+	for i := range outs {
+		if e := outs[i].parseErr; e != nil {
+			invalid++
+			s.metrics.rejected(aep.DialectR, e.Kind.String(), 1)
+			if first == nil {
+				first = &outs[i]
+			}
+		}
+	}
+	e := first.parseErr
+	idx := first.index
+	body := rError{Error: e.Code, Detail: fmt.Sprintf("line %d: %s", first.line, e.Message), Field: e.Field, Line: first.line, Index: &idx}
+	if invalid > 1 {
+		body.Invalid = invalid
+	}
+	writeJSON(w, e.HTTPStatus(), body)
+}

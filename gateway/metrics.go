@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// metrics are the gateway's Prometheus series, registered on the registry
+// given to New (not the global one, so several servers can live in one
+// process, as tests do).
+type metrics struct {
+	requests       *prometheus.CounterVec   // route, method, code
+	requestSeconds *prometheus.HistogramVec // route
+	events         *prometheus.CounterVec   // dialect, result, reason
+	produceLatency *prometheus.HistogramVec // dialect
+	batchSize      *prometheus.HistogramVec // dialect
+	ready          prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aep_http_requests_total", Help: "HTTP requests by route pattern, method and status code.",
+		}, []string{"route", "method", "code"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aep_http_request_duration_seconds", Help: "HTTP request latency by route pattern (streams excluded).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aep_ingest_events_total", Help: "Events offered for ingest by dialect, result (accepted|rejected) and reason.",
+		}, []string{"dialect", "result", "reason"}),
+		produceLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aep_produce_latency_seconds", Help: "Time for Kafka to acknowledge (acks=all) one ingest request's events.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"dialect"}),
+		batchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aep_ingest_batch_events", Help: "Events per ingest request.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}, []string{"dialect"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aep_broker_ready", Help: "1 while the Kafka cluster answers the readiness probe.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.requestSeconds, m.events, m.produceLatency, m.batchSize, m.ready)
+	return m
+}
+
+func (m *metrics) accepted(d aep.Dialect, n int) {
+	if n > 0 {
+		m.events.WithLabelValues(d.String(), "accepted", "").Add(float64(n))
+	}
+}
+
+func (m *metrics) rejected(d aep.Dialect, reason string, n int) {
+	if n > 0 {
+		m.events.WithLabelValues(d.String(), "rejected", reason).Add(float64(n))
+	}
+}
+
+// instrument counts every request by its route pattern (never the raw path,
+// which would give clients control over series cardinality).
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		start := time.Now()
+		next.ServeHTTP(ww, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
+		m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}

@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Config configures a Server. Zero fields mean the documented defaults.
+type Config struct {
+	Limits Limits
+	// Keys authenticates requests. Nil means development mode: every
+	// request is tenant "default" (the caller must make that loud).
+	Keys *KeyStore
+	// Naming derives tenant topic names (for responses); it must match the
+	// TopicResolver's.
+	Naming partitioning.Naming
+	// KeyStrategy chooses record keys. Zero is partitioning.KeySession.
+	KeyStrategy partitioning.KeyStrategy
+	// WriteTimeout bounds one ingest request's wait for Kafka. Zero means 30s.
+	WriteTimeout time.Duration
+	// ReadyInterval is the broker probe period. Zero means 2s.
+	ReadyInterval time.Duration
+	Logger        zerolog.Logger
+	// Registry receives the gateway's metrics and is served on /metrics.
+	// Nil means a fresh registry with the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+// Deps are the Kafka-facing parts a Server uses.
+type Deps struct {
+	Topics  TopicResolver
+	Writer  Writer
+	Pinger  Pinger
+	Auditor OffsetAuditor // optional
+}
+
+// Server is the gateway's HTTP surface.
+type Server struct {
+	cfg     Config
+	log     zerolog.Logger
+	metrics *metrics
+	ingest  *ingestor
+	ready   *readiness
+	router  chi.Router
+
+	startOnce, shutdownOnce sync.Once
+}
+
+// New builds a Server. Call Start to begin probing the broker, serve
+// Handler, and call Shutdown when done.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Topics == nil || deps.Writer == nil || deps.Pinger == nil {
+		return nil, errors.New("gateway: Topics, Writer and Pinger are required")
+	}
+	if err := cfg.Naming.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.ReadyInterval <= 0 {
+		cfg.ReadyInterval = 2 * time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	m := newMetrics(cfg.Registry)
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		metrics: m,
+		ingest: &ingestor{
+			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
+			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
+		},
+		ready: newReadiness(deps.Pinger, cfg.ReadyInterval, m),
+	}
+	s.router = s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.metrics.instrument, s.accessLog)
+
+	r.Get("/healthz", handleHealthz)
+	r.Get("/readyz", s.ready.handle)
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Get("/.well-known/aep", s.handleDiscovery)
+	r.Get("/events", s.handleDiscovery)
+
+	r.With(authenticate(s.cfg.Keys, unauthorizedR)).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.cfg.Keys, unauthorizedD)).Post("/aep/events", s.handleIngestD)
+	return r
+}
+
+func unauthorizedR(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
+	writeR(w, http.StatusUnauthorized, aep.CodeRUnauthorized, "a valid bearer token is required")
+}
+
+func unauthorizedD(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
+	writeD(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "a valid bearer token is required", false)
+}
+
+// Handler is the gateway's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// Start begins the background broker probe. It is idempotent.
+func (s *Server) Start() { s.startOnce.Do(s.ready.start) }
+
+// Drain marks the server not ready, so load balancers stop sending new
+// work while in-flight requests finish.
+func (s *Server) Drain() { s.ready.draining.Store(true) }
+
+// Shutdown stops the server's background work and waits for it, or returns
+// ctx.Err() if ctx ends first. In-flight HTTP requests are the http.Server's
+// to drain (http.Server.Shutdown), before this is called. It is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
+	done := make(chan struct{})
+	go func() {
+		s.shutdownOnce.Do(func() {
+			s.Start() // a never-started probe must still be stoppable
+			s.ready.stop()
+		})
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Server) topicName(r *http.Request) string {
+	return s.cfg.Naming.Events(TenantFrom(r.Context()))
+}
+
+// accessLog logs each request without its query string, which may carry an
+// access_token.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		start := time.Now()
+		next.ServeHTTP(ww, r)
+		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", ww.Status()).
+			Int("bytes", ww.BytesWritten()).Dur("took", time.Since(start)).Str("tenant", TenantFrom(r.Context())).
+			Msg("request")
+	})
+}
+
+// recoverer turns a panic in a handler into a 500 and a logged error: a bug
+// must cost one request, not the process.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error().Interface("panic", v).Str("path", r.URL.Path).Msg("handler panicked")
+				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
