@@ -58,6 +58,7 @@ type Attrs struct {
 	Subject string // R subject
 	Run     string // R run
 	Step    string // R step
+	Cause   string // R cause: the id of the event that caused this one
 
 	Severity string // R severity (one of debug..critical) or ""
 	Capture  string // R capture (none, metadata, redacted, full) or ""

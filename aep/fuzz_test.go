@@ -57,6 +57,7 @@ func FuzzMember(f *testing.F) {
 		{"severity", `"notice"`}, {"capture", `"\u006eone"`}, {"created_at", `"2026-02-29T00:00:00Z"`},
 		{"expires_at", "null"}, {"confidence", "1e-3"}, {"evidence_chain", `[{"source":"s","id":"i"}]`},
 		{"payload_schema", `"https://e.x/s.json#a"`}, {"session_id", `"s"`}, {"delivery", "{}"},
+		{"cause", `"01JX\u0039YB2Z1QK"`}, {"cause", `""`},
 	} {
 		f.Add(s[0], []byte(s[1]))
 	}

@@ -112,6 +112,7 @@ const (
 	oStep
 	oSeverity
 	oCapture
+	oCause
 	oNone // not routed
 )
 
@@ -145,6 +146,8 @@ func (a *Attrs) setField(f outField, v string) {
 		a.Severity = v
 	case oCapture:
 		a.Capture = v
+	case oCause:
+		a.Cause = v
 	}
 }
 

@@ -69,7 +69,7 @@ func TestWorkedExampleR(t *testing.T) {
 	want := Attrs{
 		Dialect: DialectR, ID: "01JX9YB3P4T9", Type: "tool.completed",
 		Source: "aep://host-a/agent/claude-code/session/s_8f2c", Session: "s_8f2c",
-		Agent: "claude-code", Subject: "Bash", Run: "r_0042", Step: "turn-3",
+		Agent: "claude-code", Subject: "Bash", Run: "r_0042", Step: "turn-3", Cause: "01JX9YB2Z1QK",
 		Severity: "info", Capture: "metadata", Epoch: 0, HasEpoch: true, Seq: 187, HasSeq: true,
 		Ext: []Ext{
 			{Name: "acmeregion", Value: []byte(`"eu-1"`)},

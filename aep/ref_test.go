@@ -94,6 +94,8 @@ func refAttrs(raw []byte) (Attrs, error) {
 				a.Run = str(m.raw)
 			case "step":
 				a.Step = str(m.raw)
+			case "cause":
+				a.Cause = str(m.raw)
 			case "severity":
 				a.Severity = str(m.raw)
 			case "capture":
@@ -102,7 +104,7 @@ func refAttrs(raw []byte) (Attrs, error) {
 				a.Seq, a.HasSeq = num(m.raw), true
 			case "epoch":
 				a.Epoch, a.HasEpoch = num(m.raw), true
-			case "aep", "time", "cause", "traceparent", "data":
+			case "aep", "time", "traceparent", "data":
 			default:
 				a.Ext = append(a.Ext, Ext{Name: m.name, Value: refExtValue(m.raw)})
 			}

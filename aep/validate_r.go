@@ -61,7 +61,7 @@ func (p *parser) validateR(a *Attrs) *failure {
 		case aStep:
 			f = p.nonEmptyR(m, oStep)
 		case aCause:
-			f = p.nonEmptyR(m, oNone)
+			f = p.nonEmptyR(m, oCause)
 		case aType:
 			if f = wantKind(m, vString, "a string"); f == nil {
 				typ = p.str(m)

@@ -13,6 +13,7 @@ const (
 	fTask                      // D task_id
 	fConversation              // D conversation_id
 	fID                        // R id
+	fCause                     // R cause
 	fSubject                   // R subject
 	fRun                       // R run
 	fStep                      // R step
@@ -34,6 +35,8 @@ func (f field) get(a *aep.Attrs) string {
 		return a.Conversation
 	case fID:
 		return a.ID
+	case fCause:
+		return a.Cause
 	case fSubject:
 		return a.Subject
 	case fRun:

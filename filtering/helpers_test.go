@@ -37,7 +37,7 @@ func rAttrs(t testing.TB, event string) *aep.Attrs {
 	}
 	a.ID, a.Type, a.Subject, a.Source = str("id"), str("type"), str("subject"), str("source")
 	a.Agent, a.Session, a.Run, a.Step = str("agent"), str("session"), str("run"), str("step")
-	a.Severity, a.Capture = str("severity"), str("capture")
+	a.Cause, a.Severity, a.Capture = str("cause"), str("severity"), str("capture")
 	if raw, ok := m["epoch"]; ok {
 		a.HasEpoch = true
 		if err := json.Unmarshal(raw, &a.Epoch); err != nil {

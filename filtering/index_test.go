@@ -66,7 +66,7 @@ func randRFilter(r *rand.Rand) string {
 	if r.IntN(2) == 0 {
 		add("type", anyOf(r, vRPatterns, true))
 	}
-	for _, k := range []string{"id", "subject", "source", "agent", "session", "run", "step"} {
+	for _, k := range []string{"id", "cause", "subject", "source", "agent", "session", "run", "step"} {
 		if r.IntN(6) == 0 {
 			add(k, anyOf(r, vStrs, true))
 		}
@@ -109,6 +109,7 @@ func randAttrs(r *rand.Rand) *aep.Attrs {
 		Session: randStr(r), Conversation: randStr(r), Task: randStr(r),
 		Target: randStr(r), Topic: randStr(r), Agent: randStr(r),
 		Subject: randStr(r), Run: randStr(r), Step: randStr(r),
+		Cause: randStr(r),
 	}
 	if r.IntN(2) == 0 {
 		a.Severity = pick(r, append([]string{"bogus"}, vSev...))

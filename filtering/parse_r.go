@@ -17,6 +17,7 @@ var rStringKeys = map[string]field{
 	"session": fSession,
 	"run":     fRun,
 	"step":    fStep,
+	"cause":   fCause,
 }
 
 // rNotFilterable are core attributes a filter may not name (AEP-0003 §6.2
@@ -28,12 +29,6 @@ var rNotFilterable = map[string]string{
 	"traceparent": "traceparent is pass-through trace context, not filterable",
 	"data":        "data is the payload; routing never parses it",
 }
-
-// causeRoutable says whether the routing attributes carry "cause". aep.Attrs
-// has no Cause field today, so a cause predicate could never be evaluated:
-// it is refused rather than accepted as a filter that silently matches
-// nothing.
-const causeRoutable = false
 
 // ParseR compiles a dialect R attr-match filter (AEP-0003 §6) with
 // DefaultLimits.
@@ -93,10 +88,6 @@ func (b *rBuilder) member(key string, v jval) error {
 		return b.levelMember(key, v, captureLevels[:], &b.f.capMask, false)
 	case "epoch":
 		return b.epochMember(v)
-	case "cause":
-		if !causeRoutable {
-			return errR(key, `"cause" is a filterable attribute but this gateway does not route on it yet`)
-		}
 	}
 	if f, ok := rStringKeys[key]; ok {
 		return b.stringMember(key, f, v)

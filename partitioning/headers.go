@@ -26,6 +26,7 @@ const (
 	HeaderSubject      = "aep-subject"
 	HeaderRun          = "aep-run"
 	HeaderStep         = "aep-step"
+	HeaderCause        = "aep-cause"
 	HeaderSeverity     = "aep-severity"
 	HeaderCapture      = "aep-capture"
 	HeaderEpoch        = "aep-epoch"
@@ -55,6 +56,7 @@ func AppendHeaders(dst []kgo.RecordHeader, a *aep.Attrs) []kgo.RecordHeader {
 	add(HeaderSubject, a.Subject)
 	add(HeaderRun, a.Run)
 	add(HeaderStep, a.Step)
+	add(HeaderCause, a.Cause)
 	add(HeaderSeverity, a.Severity)
 	add(HeaderCapture, a.Capture)
 	if a.HasEpoch {
@@ -104,6 +106,8 @@ func DecodeHeaders(hs []kgo.RecordHeader, a *aep.Attrs) error {
 			a.Run = v
 		case HeaderStep:
 			a.Step = v
+		case HeaderCause:
+			a.Cause = v
 		case HeaderSeverity:
 			a.Severity = v
 		case HeaderCapture:

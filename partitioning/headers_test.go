@@ -14,7 +14,7 @@ func TestHeadersRoundTrip(t *testing.T) {
 		{Dialect: aep.DialectD, ID: "evt_1", Type: "task.progress", Source: "agent:a", Session: "sess_01",
 			Conversation: "conv_01", Task: "task_01", Target: "agent:b", Topic: "tasks.task_01"},
 		{Dialect: aep.DialectR, ID: "01J", Type: "tool.requested", Source: "aep://host/claude-code/s1",
-			Agent: "claude-code", Subject: "Bash", Session: "s1", Run: "r1", Step: "st1",
+			Agent: "claude-code", Subject: "Bash", Session: "s1", Run: "r1", Step: "st1", Cause: "c1",
 			Severity: "notice", Capture: "full", Epoch: 0, HasEpoch: true, Seq: 42, HasSeq: true,
 			Ext: []aep.Ext{{Name: "x_team", Value: []byte(`"blue"`)}, {Name: "x_n", Value: []byte(`5`)}}},
 		{Dialect: aep.DialectR, ID: "02", Type: "agent.heartbeat", Source: "aep://h/a"}, // agent-scoped: no session
@@ -112,4 +112,19 @@ func BenchmarkHeadersDecode(b *testing.B) {
 	for b.Loop() {
 		_ = DecodeHeaders(hs, &out)
 	}
+}
+
+func TestHeaderCauseOnWire(t *testing.T) {
+	// The header name is part of the record format other producers and
+	// consumers rely on: pin it, not just the round trip.
+	a := aep.Attrs{Dialect: aep.DialectR, ID: "e", Cause: "01JX9YB2Z1QK"}
+	for _, h := range AppendHeaders(nil, &a) {
+		if h.Key == "aep-cause" {
+			if string(h.Value) != "01JX9YB2Z1QK" {
+				t.Fatalf("aep-cause = %q", h.Value)
+			}
+			return
+		}
+	}
+	t.Fatal("no aep-cause header for an event with cause")
 }
