@@ -22,7 +22,7 @@ import (
 )
 
 type testGateway struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *kfake.Cluster
 	client  *kgo.Client
 	srv     *Server
@@ -31,6 +31,12 @@ type testGateway struct {
 }
 
 func newTestGateway(t *testing.T, mutate func(*Config)) *testGateway {
+	return newTestGatewayTB(t, mutate)
+}
+
+func newTestGatewayB(b *testing.B) *testGateway { return newTestGatewayTB(b, nil) }
+
+func newTestGatewayTB(t testing.TB, mutate func(*Config)) *testGateway {
 	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {

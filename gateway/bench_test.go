@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// The ingest benchmarks post batches of 100 events over a real socket to a
+// gateway on kfake, end to end (HTTP, framing, validation, records, acks=all
+// produce, response). BenchmarkProduceDirect is the baseline of the same
+// run: the same records produced with the same client, no gateway.
+
+const benchBatch = 100
+
+func benchBody(d aep.Dialect) []byte {
+	var b strings.Builder
+	for i := 0; i < benchBatch; i++ {
+		if d == aep.DialectR {
+			b.WriteString(rEvent(fmt.Sprintf("s%d", i%10), i))
+		} else {
+			b.WriteString(dEvent(i, fmt.Sprintf("s%d", i%10)))
+		}
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}
+
+func benchIngest(b *testing.B, d aep.Dialect) {
+	g := newTestGatewayB(b)
+	body := benchBody(d)
+	path, hdr := "/aep/events", map[string]string{}
+	if d == aep.DialectR {
+		path, hdr = "/events", map[string]string{"AEP-Version": "0.1"}
+	}
+	client := &http.Client{}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, g.http.URL+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+}
+
+func BenchmarkIngestR(b *testing.B) { benchIngest(b, aep.DialectR) }
+func BenchmarkIngestD(b *testing.B) { benchIngest(b, aep.DialectD) }
+
+// BenchmarkProduceDirect is the baseline: 100 records of the same events,
+// keyed and with headers, written through KafkaWriter with no HTTP and no
+// validation.
+func BenchmarkProduceDirect(b *testing.B) {
+	g := newTestGatewayB(b)
+	info, err := g.srv.ingest.topics.Ensure(context.Background(), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(benchBody(aep.DialectD)), []byte("\n"))
+	attrs := make([]aep.Attrs, len(lines))
+	for i, l := range lines {
+		if attrs[i], err = aep.Parse(l, aep.Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := KafkaWriter{Client: g.client}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		recs := make([]*kgo.Record, len(lines))
+		for i, l := range lines {
+			recs[i] = &kgo.Record{Topic: info.Name, Key: []byte(attrs[i].Session), Value: l,
+				Headers: partitioning.AppendHeaders(nil, &attrs[i])}
+		}
+		for _, err := range w.Write(context.Background(), recs) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+}
