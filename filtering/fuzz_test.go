@@ -100,6 +100,7 @@ func FuzzParseR(f *testing.F) {
 		`{"agent":["claude-code","codex"],"type":"tool.denied"}`, `{"epoch":0}`, `{"acmeregion":"eu-1"}`,
 		`{"seq":5}`, `{"type":"*"}`, `{"agent":"claude*"}`, `{"agent":[]}`, `{"acmen":[1,1.0,1e0,true,"1"]}`,
 		`{"severity":{"gte":"error","lte":"info"}}`, `{"capture":["none","full"]}`, `{"NotAnAttr":"y"}`,
+		`{"cause":["01JX9YB4RQ","01JX9YB4RQ"]}`, `{"cause":"01J*"}`,
 	} {
 		f.Add([]byte(s))
 	}
