@@ -1,0 +1,236 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultQueue    = 256
+	DefaultMaxQueue = 1 << 16
+)
+
+var (
+	// ErrClosed ends every subscription when the Engine closes.
+	ErrClosed = errors.New("delivery: engine closed")
+	// ErrSlowConsumer ends a lossless subscription whose queue overflowed:
+	// the client must resume from its last cursor.
+	ErrSlowConsumer = errors.New("delivery: subscriber queue overflowed")
+	// ErrBadRequest wraps a Subscribe request that can never succeed.
+	ErrBadRequest = errors.New("delivery: bad subscribe request")
+)
+
+// TopicEnsurer finds, creating on first use, a tenant's events topic.
+// *partitioning.Provisioner satisfies it.
+type TopicEnsurer interface {
+	Ensure(ctx context.Context, tenant string) (partitioning.TopicInfo, error)
+}
+
+// Config configures an Engine. Zero fields mean the documented defaults.
+type Config struct {
+	// ClientOpts connect the engine's Kafka clients (seed brokers, TLS,
+	// SASL). Required: at least kgo.SeedBrokers. Consumer options are
+	// added by the engine.
+	ClientOpts []kgo.Opt
+	// Naming derives tenant topic names; it must match the ingest side's.
+	Naming partitioning.Naming
+	// Topics, when set, creates a tenant's topic on its first subscription,
+	// so a subscriber may arrive before the first event.
+	Topics TopicEnsurer
+	// Queue is the queue length of a subscription that asks for none.
+	// Zero means DefaultQueue.
+	Queue int
+	// MaxQueue bounds the queue length a subscription may ask for. Zero
+	// means DefaultMaxQueue.
+	MaxQueue int
+	Logger   zerolog.Logger
+}
+
+// Engine reads tenant topics and fans their events out to subscriptions.
+type Engine struct {
+	cfg    Config
+	admCl  *kgo.Client
+	adm    *kadm.Client
+	nextID atomic.Uint64
+
+	// ctx is the parent of every tail and catch-up; cancel ends them all.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // catch-up goroutines
+
+	mu     sync.Mutex
+	tails  map[string]*tail // by topic; guarded by mu
+	closed bool             // guarded by mu
+}
+
+// NewEngine validates cfg and returns an Engine. Its Kafka connections are
+// made lazily; call Close when done.
+func NewEngine(cfg Config) (*Engine, error) {
+	if len(cfg.ClientOpts) == 0 {
+		return nil, errors.New("delivery: Config.ClientOpts must name the brokers")
+	}
+	if err := cfg.Naming.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.Queue > cfg.MaxQueue {
+		return nil, fmt.Errorf("delivery: Queue %d exceeds MaxQueue %d", cfg.Queue, cfg.MaxQueue)
+	}
+	cl, err := kgo.NewClient(cfg.ClientOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: admin client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}, nil
+}
+
+// Request describes one subscription.
+type Request struct {
+	Tenant string
+	Filter *filtering.Filter
+	// From is the position to start at, one entry per partition to replay
+	// (the frontier of a decoded cursor, after cursor.TopicState.Check).
+	// Nil means live: events appended after Subscribe returns. A partition
+	// From does not name is read live from the moment of the handover.
+	From []cursor.PartitionOffset
+	// Sequence is the delivery sequence already used (a resumed cursor's
+	// Sequence); the first delivery carries Sequence+1.
+	Sequence uint64
+	// Queue is the subscription's queue length; zero means Config.Queue.
+	Queue int
+	// Lossless ends the subscription with ErrSlowConsumer when its queue
+	// is full instead of dropping the event.
+	Lossless bool
+}
+
+// Subscribe starts a subscription. ctx bounds only the setup (topic
+// creation, reading the topic's end offsets); the subscription lives until
+// Close or the Engine's Close.
+func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, error) {
+	if req.Filter == nil {
+		return nil, fmt.Errorf("%w: no filter", ErrBadRequest)
+	}
+	if err := partitioning.ValidateTenant(req.Tenant); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	q := req.Queue
+	if q <= 0 {
+		q = e.cfg.Queue
+	}
+	if q > e.cfg.MaxQueue {
+		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.MaxQueue)
+	}
+	if e.cfg.Topics != nil {
+		if _, err := e.cfg.Topics.Ensure(ctx, req.Tenant); err != nil {
+			return nil, fmt.Errorf("delivery: ensure topic: %w", err)
+		}
+	}
+	t, err := e.acquire(ctx, e.cfg.Naming.Events(req.Tenant))
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		e: e, t: t, id: filtering.ID(e.nextID.Add(1)), filter: req.Filter,
+		ch: make(chan Delivery, q), seq: req.Sequence, lossless: req.Lossless,
+	}
+	if req.From == nil {
+		start, err := t.join(s, nil, 0, false)
+		if err != nil {
+			e.release(t)
+			return nil, err
+		}
+		s.start = start
+		return s, nil
+	}
+	from := append([]cursor.PartitionOffset(nil), req.From...)
+	cctx, cancel := context.WithCancel(e.ctx)
+	s.cancel = cancel
+	s.catchDone = make(chan struct{})
+	e.wg.Add(1)
+	go s.catchUp(cctx, from)
+	return s, nil
+}
+
+// acquire returns the running tail of topic, starting it if needed, and
+// takes a reference on it.
+func (e *Engine) acquire(ctx context.Context, topic string) (*tail, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	t := e.tails[topic]
+	if t == nil {
+		var err error
+		if t, err = startTail(ctx, e, topic); err != nil {
+			return nil, err
+		}
+		e.tails[topic] = t
+	}
+	t.refs++
+	return t, nil
+}
+
+// release drops a reference on t and stops it when it was the last.
+func (e *Engine) release(t *tail) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t.refs--
+	if t.refs > 0 || e.tails[t.topic] != t {
+		return
+	}
+	delete(e.tails, t.topic)
+	t.stop(ErrClosed)
+}
+
+// State reads the current shape of a tenant's events topic (ID, partition
+// count, offset bounds), for cursor checks.
+func (e *Engine) State(ctx context.Context, tenant string) (cursor.TopicState, error) {
+	if err := partitioning.ValidateTenant(tenant); err != nil {
+		return cursor.TopicState{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if e.cfg.Topics != nil {
+		if _, err := e.cfg.Topics.Ensure(ctx, tenant); err != nil {
+			return cursor.TopicState{}, fmt.Errorf("delivery: ensure topic: %w", err)
+		}
+	}
+	return cursor.LoadTopicState(ctx, e.adm, e.cfg.Naming.Events(tenant))
+}
+
+// Close ends every subscription with ErrClosed, stops every reader and
+// waits for them. It is idempotent.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.cancel()
+	e.wg.Wait() // catch-ups end their own subscriptions
+	e.mu.Lock()
+	for topic, t := range e.tails {
+		delete(e.tails, topic)
+		t.stop(ErrClosed)
+	}
+	e.mu.Unlock()
+	e.admCl.Close()
+}
