@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+func cmdGen(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gen", "gen [--dialect r|d] [--sessions S] [--events N] [--size BYTES] [--seed N]", stderr)
+	dialect := fs.String("dialect", "r", "dialect of the events: r or d")
+	sessions := fs.Int("sessions", 10, "sessions the events are spread over, round robin")
+	events := fs.Int("events", 100, "number of events to print")
+	size := fs.Int("size", 0, "pad each event to about this many bytes (0: no padding)")
+	seed := fs.Uint64("seed", 0, "ULID entropy seed (0: random); the same seed within the same millisecond repeats ids")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	d, ok := dialectFlag(*dialect)
+	switch {
+	case !ok || *dialect == "":
+		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+	case *sessions < 1:
+		return usageErr(fs, "--sessions must be at least 1")
+	case *events < 0:
+		return usageErr(fs, "--events must not be negative")
+	case *size < 0 || *size > 1<<20:
+		return usageErr(fs, "--size must be within 0..1048576")
+	case fs.NArg() > 0:
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	g := NewGenerator(GenOptions{Dialect: d, Sessions: *sessions, Size: *size, Seed: *seed, Start: time.Now()})
+	return WriteEvents(context.Background(), stdout, g, *events)
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// errRejected is returned when some events were not accepted (exit code 1);
+// the details were already printed.
+var errRejected = errors.New("some events were not accepted")
+
+// PublishOptions configure Publish. Zero values mean the defaults.
+type PublishOptions struct {
+	// Dialect sends every line to that dialect's endpoint. DialectUnknown
+	// detects each line's dialect with aep.Detect; a line of neither dialect
+	// is reported and not sent.
+	Dialect aep.Dialect
+	// Batch is the most events per request; zero means 500 (the gateway
+	// refuses batches over 1000 by default).
+	Batch int
+	// MaxBodyBytes caps a request body; zero means 4 MiB (the gateway's
+	// default body limit is 8 MiB). A longer line is sent alone.
+	MaxBodyBytes int
+	// MaxLineBytes is the longest line read; zero means 8 MiB. A longer line
+	// is reported and skipped.
+	MaxLineBytes int
+}
+
+func (o PublishOptions) withDefaults() PublishOptions {
+	if o.Batch <= 0 {
+		o.Batch = 500
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = 8 << 20
+	}
+	return o
+}
+
+// PublishSummary counts what Publish did.
+type PublishSummary struct {
+	Events   int // non-blank lines read
+	Accepted int // events the gateway took
+	Rejected int // events refused (by the gateway, or locally: no dialect, too long)
+	Failed   int // events of requests that never got a non-5xx answer
+	Requests int // HTTP requests made, retries included
+	Batches  int
+}
+
+// Publish reads NDJSON events from in and posts them in batches: a batch
+// holds consecutive lines of one dialect. It prints one summary line per
+// batch to out and every refused event, with its 1-based line number in in,
+// to errw. Blank lines are skipped. 5xx answers and connection errors are
+// retried with the same bytes (c.Retry); so are D events the gateway listed
+// as retryable. The error wraps errRejected when any event was not taken.
+func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, out, errw io.Writer) (PublishSummary, error) {
+	p := &publisher{c: c, opt: opt.withDefaults(), out: out, errw: errw}
+	r := bufio.NewReaderSize(in, 64<<10)
+	for lineNo := 1; ; lineNo++ {
+		line, tooLong, err := readLine(r, p.opt.MaxLineBytes)
+		if len(line) > 0 || tooLong {
+			p.add(ctx, lineNo, line, tooLong)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			p.flush(ctx)
+			return p.sum, fmt.Errorf("read line %d: %w", lineNo, err)
+		}
+		if ctx.Err() != nil {
+			return p.sum, ctx.Err()
+		}
+	}
+	p.flush(ctx)
+	fmt.Fprintf(out, "total: %d events, %d accepted, %d rejected, %d failed, %d batches, %d requests\n",
+		p.sum.Events, p.sum.Accepted, p.sum.Rejected, p.sum.Failed, p.sum.Batches, p.sum.Requests)
+	if p.sum.Rejected > 0 || p.sum.Failed > 0 {
+		return p.sum, errRejected
+	}
+	return p.sum, nil
+}
+
+// readLine returns the next line without its "\n" or "\r\n", trimmed of
+// surrounding blanks; tooLong when it exceeded max (the rest is consumed).
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(buf)+len(chunk) > max {
+			tooLong = true
+		} else {
+			buf = append(buf, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if tooLong {
+			buf = nil
+		}
+		return bytes.TrimSpace(buf), tooLong, err
+	}
+}
+
+type publisher struct {
+	c    *Client
+	opt  PublishOptions
+	out  io.Writer
+	errw io.Writer
+	sum  PublishSummary
+
+	dialect aep.Dialect
+	lines   [][]byte
+	nos     []int // file line number of each line
+	size    int
+}
+
+func (p *publisher) add(ctx context.Context, no int, line []byte, tooLong bool) {
+	p.sum.Events++
+	if tooLong {
+		p.sum.Rejected++
+		fmt.Fprintf(p.errw, "line %d: longer than %d bytes, not sent\n", no, p.opt.MaxLineBytes)
+		return
+	}
+	d := p.opt.Dialect
+	if d == aep.DialectUnknown {
+		if d = aep.Detect(line); d == aep.DialectUnknown {
+			p.sum.Rejected++
+			fmt.Fprintf(p.errw, "line %d: not an event of either dialect (needs exactly one of \"aep\" or \"aep_version\"), not sent\n", no)
+			return
+		}
+	}
+	if len(p.lines) > 0 && (d != p.dialect || len(p.lines) >= p.opt.Batch || p.size+len(line)+1 > p.opt.MaxBodyBytes) {
+		p.flush(ctx)
+	}
+	p.dialect = d
+	p.lines = append(p.lines, line)
+	p.nos = append(p.nos, no)
+	p.size += len(line) + 1
+}
+
+// flush sends the pending batch and resets it.
+func (p *publisher) flush(ctx context.Context) {
+	if len(p.lines) == 0 {
+		return
+	}
+	p.sum.Batches++
+	lines, nos := p.lines, p.nos
+	p.lines, p.nos, p.size = nil, nil, 0
+	pol := p.c.Retry.withDefaults()
+	for round := 1; ; round++ {
+		retry := p.send(ctx, lines, nos)
+		if len(retry) == 0 || round >= pol.Attempts || ctx.Err() != nil {
+			p.sum.Rejected += len(retry)
+			return
+		}
+		wait := pol.backoff(round, 0)
+		fmt.Fprintf(p.errw, "retrying %d retryable events in %v\n", len(retry), wait.Round(time.Millisecond))
+		if !sleepCtx(ctx, wait) {
+			p.sum.Rejected += len(retry)
+			return
+		}
+		sub, subNos := make([][]byte, len(retry)), make([]int, len(retry))
+		for k, i := range retry {
+			sub[k], subNos[k] = lines[i], nos[i]
+		}
+		lines, nos = sub, subNos
+	}
+}
+
+// send posts lines once (with request-level retries) and reports the
+// outcome; it returns the indexes of D events listed as retryable in a 202,
+// which the caller resends. Those are not yet counted.
+func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry []int) {
+	d := p.dialect
+	body := bytes.Join(lines, []byte("\n"))
+	body = append(body, '\n')
+	span := fmt.Sprintf("batch %d: lines %d-%d (%s, %d events)", p.sum.Batches, nos[0], nos[len(nos)-1], d, len(lines))
+	res, err := p.c.SendRetry(ctx, d, body, len(lines), func(attempt int, res Result, err error, wait time.Duration) {
+		p.sum.Requests++
+		fmt.Fprintf(p.errw, "%s: attempt %d: %s; retrying in %v\n", span, attempt, failureText(res, err), wait.Round(time.Millisecond))
+	})
+	p.sum.Requests++
+	if err != nil || res.Status >= 500 {
+		p.sum.Accepted += res.Accepted
+		p.sum.Failed += len(lines) - res.Accepted
+		fmt.Fprintf(p.out, "%s: failed after %d attempts: %s; %d accepted\n", span, res.Attempts, failureText(res, err), res.Accepted)
+		p.printErrors(res, nos)
+		return nil
+	}
+	if d == aep.DialectD && res.Status == http.StatusAccepted {
+		for _, e := range res.Errors {
+			if e.Retryable && e.Index >= 0 && e.Index < len(lines) {
+				retry = append(retry, e.Index)
+			}
+		}
+	}
+	p.sum.Accepted += res.Accepted
+	p.sum.Rejected += res.Rejected - len(retry)
+	status := fmt.Sprintf("%d", res.Status)
+	if res.Code != "" {
+		status += " " + res.Code
+	}
+	fmt.Fprintf(p.out, "%s: %s, %d accepted, %d rejected", span, status, res.Accepted, res.Rejected)
+	if res.Topic != "" {
+		fmt.Fprintf(p.out, ", topic %s", res.Topic)
+	}
+	if d == aep.DialectR && res.Rejected > 0 {
+		fmt.Fprint(p.out, " (the batch is all or nothing: none written)")
+	}
+	fmt.Fprintln(p.out)
+	p.printErrors(res, nos)
+	return retry
+}
+
+// printErrors writes one line per refused event, by its line in the input.
+func (p *publisher) printErrors(res Result, nos []int) {
+	if len(res.Errors) == 0 && res.Code != "" && res.Status != http.StatusAccepted {
+		fmt.Fprintf(p.errw, "lines %d-%d: %s: %s\n", nos[0], nos[len(nos)-1], res.Code, res.Detail)
+		return
+	}
+	for _, e := range res.Errors {
+		no := "?"
+		if e.Index >= 0 && e.Index < len(nos) {
+			no = fmt.Sprint(nos[e.Index])
+		}
+		code := e.Code
+		if e.Field != "" {
+			code += " (" + e.Field + ")"
+		}
+		fmt.Fprintf(p.errw, "line %s: %s: %s\n", no, code, stripLinePrefix(e.Message))
+	}
+	if res.Invalid > 1 {
+		fmt.Fprintf(p.errw, "lines %d-%d: %d events of this batch are invalid; the gateway names the first\n", nos[0], nos[len(nos)-1], res.Invalid)
+	}
+}
+
+var linePrefix = regexp.MustCompile(`^line \d+: `)
+
+// stripLinePrefix drops the gateway's "line N: " (a line of the request
+// body, not of the input file).
+func stripLinePrefix(s string) string { return linePrefix.ReplaceAllString(s, "") }
+
+func failureText(res Result, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	s := fmt.Sprintf("HTTP %d", res.Status)
+	if res.Code != "" {
+		s += " " + res.Code
+	}
+	if res.Detail != "" {
+		s += ": " + res.Detail
+	}
+	return s
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
