@@ -2,9 +2,125 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
+	"time"
 )
 
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--allow-remote]"
+
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "ingest" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintf(stdout, "Usage: aepctl %s\n", benchSynopsis)
+			return nil
+		}
+		fmt.Fprintf(stderr, "Usage: aepctl %s\n", benchSynopsis)
+		return errUsage
+	}
+	fs := newFlagSet("bench ingest", benchSynopsis, stderr)
+	var conn connFlags
+	conn.register(fs)
+	dialect := fs.String("dialect", "r", "dialect of the events: r or d")
+	rate := fs.Float64("rate", 1000, "target events/s (open loop: batches leave on schedule)")
+	maxRate := fs.Bool("max", false, "send as fast as the workers go instead of --rate")
+	duration := fs.Duration("duration", 10*time.Second, "length of each phase, at most 10m")
+	events := fs.Int("events", 0, "most events per phase (0: rate×duration, or 10,000,000 with --max)")
+	conc := fs.Int("concurrency", 4, "requests in flight")
+	batch := fs.Int("batch", 100, "events per request, at most 1000")
+	sessions := fs.Int("sessions", 100, "sessions the events are spread over")
+	size := fs.Int("size", 0, "pad each event to about this many bytes (0: ~300 B bare event)")
+	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
+	baselineTopic := fs.String("baseline-topic", "aepctl.bench.baseline", "topic of the Kafka baseline (created when missing)")
+	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
+	allowRemote := fs.Bool("allow-remote", false, "allow a gateway or broker that is not on loopback")
+	timeout := fs.Duration("request-timeout", defaultReqTimeout, "bound on one request")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	d, ok := dialectFlag(*dialect)
+	switch {
+	case !ok || *dialect == "":
+		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+	case !*maxRate && *rate <= 0:
+		return usageErr(fs, "--rate must be positive (or use --max)")
+	case *duration <= 0 || *duration > maxBenchDuration:
+		return usageErr(fs, "--duration must be within (0, %v]", maxBenchDuration)
+	case *events < 0, *conc < 1, *conc > maxBenchWorkers, *batch < 1, *batch > maxBenchBatch, *sessions < 1, *size < 0, *size > 1<<20, *baselineParts < 1:
+		return usageErr(fs, "a numeric flag is out of range (concurrency 1..%d, batch 1..%d, sessions ≥ 1, size 0..1048576)", maxBenchWorkers, maxBenchBatch)
+	case fs.NArg() > 0:
+		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	cfg := BenchConfig{Dialect: d, URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
+		Concurrency: *conc, Batch: *batch, Sessions: *sessions, Size: *size, AllowRemote: *allowRemote,
+		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts}
+	if *maxRate {
+		cfg.Rate = 0
+	}
+	if *baseline != "" {
+		cfg.BaselineBrokers = strings.Split(*baseline, ",")
+	}
+	if err := cfg.withDefaults().validate(); err != nil {
+		return usageErr(fs, "%v", err)
+	}
+	rep, err := RunBench(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printBench(stdout, rep)
+	if rep.Gateway.Accepted == 0 || rep.Gateway.Rejected > 0 || rep.Gateway.Failed > 0 {
+		return errRejected
+	}
 	return nil
+}
+
+// printBench writes the report as aligned text.
+func printBench(w io.Writer, r BenchReport) {
+	c := r.Config
+	target := "max"
+	if c.Rate > 0 {
+		target = fmt.Sprintf("%.0f events/s", c.Rate)
+	}
+	fmt.Fprintf(w, "bench ingest: dialect %s, target %s, duration %v, concurrency %d, batch %d, sessions %d, event size %s\n",
+		c.Dialect, target, c.Duration, c.Concurrency, c.Batch, c.Sessions, sizeText(c.Size))
+	printPhase(w, r.Gateway)
+	if r.Baseline != nil {
+		printPhase(w, *r.Baseline)
+		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
+	}
+}
+
+func sizeText(n int) string {
+	if n == 0 {
+		return "bare (~300 B)"
+	}
+	return fmt.Sprintf("~%d B", n)
+}
+
+func printPhase(w io.Writer, p PhaseReport) {
+	fmt.Fprintf(w, "%-8s %s\n", p.Name+":", p.Target)
+	fmt.Fprintf(w, "  accepted %d events in %v: %.0f events/s; sent %d, rejected %d, failed %d, requests %d\n",
+		p.Accepted, p.Elapsed.Round(time.Millisecond), p.AcceptedPerSec(), p.Events, p.Rejected, p.Failed, p.Requests)
+	l := p.Latency
+	fmt.Fprintf(w, "  latency per request: p50 %v  p90 %v  p99 %v  max %v  mean %v\n",
+		rnd(l.P50), rnd(l.P90), rnd(l.P99), rnd(l.Max), rnd(l.Mean))
+	var parts []string
+	for _, k := range sortedStatuses(p.ByStatus) {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, p.ByStatus[k]))
+	}
+	fmt.Fprintf(w, "  requests by status: %s\n", strings.Join(parts, "  "))
+	if p.Behind {
+		fmt.Fprintln(w, "  note: the dispatcher fell more than 1s behind the target rate")
+	}
+}
+
+func rnd(d time.Duration) time.Duration {
+	switch {
+	case d > 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }

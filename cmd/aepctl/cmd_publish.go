@@ -8,7 +8,7 @@ import (
 )
 
 func cmdPublish(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--retries N] [FILE|-]", stderr)
+	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--attempts N] [FILE|-]", stderr)
 	var conn connFlags
 	conn.register(fs)
 	dialect := fs.String("dialect", "", "send every line as this dialect (r or d); empty: detect per line")

@@ -83,7 +83,8 @@ func seed32(s uint64) [32]byte {
 }
 
 // Next appends the next event (one JSON object, no newline) to dst and
-// returns it with the event's session, the Kafka key the gateway would use.
+// returns the extended slice, like append, with the event's session (the
+// Kafka key the gateway would use).
 func (g *Generator) Next(dst []byte) ([]byte, string) {
 	i := g.n
 	g.n++
@@ -111,7 +112,7 @@ func (g *Generator) Next(dst []byte) ([]byte, string) {
 		}
 		dst = append(dst, `"}}`...)
 	}
-	return dst[start:], g.names[s]
+	return dst, g.names[s]
 }
 
 func (g *Generator) appendR(dst []byte, id ulid.ULID, t time.Time, s int, i, seq int64) []byte {

@@ -216,8 +216,11 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 	if res.Topic != "" {
 		fmt.Fprintf(p.out, ", topic %s", res.Topic)
 	}
-	if d == aep.DialectR && res.Rejected > 0 {
-		fmt.Fprint(p.out, " (the batch is all or nothing: none written)")
+	switch {
+	case d == aep.DialectR && res.Rejected > 0:
+		fmt.Fprint(p.out, " (an R batch is all or nothing: none written)")
+	case d == aep.DialectD && res.Status == http.StatusBadRequest:
+		fmt.Fprint(p.out, " (a line is not JSON: none written)")
 	}
 	fmt.Fprintln(p.out)
 	p.printErrors(res, nos)

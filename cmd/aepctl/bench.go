@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// Bench bounds.
+const (
+	maxBenchDuration  = 10 * time.Minute
+	defaultMaxEvents  = 10_000_000 // --max without --events
+	maxBenchBatch     = 1000       // the gateway's default batch limit
+	maxBenchWorkers   = 256
+	defaultReqTimeout = 30 * time.Second
+)
+
+// BenchConfig configures RunBench. Zero values mean the defaults.
+type BenchConfig struct {
+	Dialect aep.Dialect // DialectUnknown means R
+	URL     string      // gateway base URL; zero means http://127.0.0.1:8080
+	Token   string
+	// Rate is the target in events/s. Zero means as fast as the workers go
+	// (--max).
+	Rate float64
+	// Duration bounds each phase; zero means 10s, at most 10m.
+	Duration time.Duration
+	// MaxEvents bounds the events of each phase. Zero means Rate·Duration
+	// with a Rate, else 10,000,000.
+	MaxEvents int
+	// Concurrency is the number of requests in flight; zero means 4.
+	Concurrency int
+	// Batch is the events per request; zero means 100, at most 1000.
+	Batch int
+	// Sessions the events are spread over; zero means 100.
+	Sessions int
+	// Size pads events to about this many bytes; zero means no padding.
+	Size int
+	// AllowRemote permits a gateway or baseline broker that is not on
+	// loopback.
+	AllowRemote bool
+	// RequestTimeout bounds one request; zero means 30s.
+	RequestTimeout time.Duration
+	// Seed seeds the events' ULIDs; zero means random. Both phases send the
+	// same bytes.
+	Seed uint64
+
+	// BaselineBrokers, when set, adds a phase that produces the same events
+	// straight to BaselineTopic with franz-go (acks=all, idempotent).
+	BaselineBrokers []string
+	// BaselineTopic; zero means "aepctl.bench.baseline". Created when missing.
+	BaselineTopic string
+	// BaselinePartitions of a created BaselineTopic; zero means 12, the
+	// gateway's default for tenant topics.
+	BaselinePartitions int
+}
+
+func (c BenchConfig) withDefaults() BenchConfig {
+	if c.Dialect == aep.DialectUnknown {
+		c.Dialect = aep.DialectR
+	}
+	if c.URL == "" {
+		c.URL = defaultURL
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.MaxEvents <= 0 {
+		if c.Rate > 0 {
+			c.MaxEvents = int(math.Ceil(c.Rate * c.Duration.Seconds()))
+		} else {
+			c.MaxEvents = defaultMaxEvents
+		}
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Batch <= 0 {
+		c.Batch = 100
+	}
+	if c.Sessions <= 0 {
+		c.Sessions = 100
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = defaultReqTimeout
+	}
+	if c.BaselineTopic == "" {
+		c.BaselineTopic = "aepctl.bench.baseline"
+	}
+	if c.BaselinePartitions <= 0 {
+		c.BaselinePartitions = 12
+	}
+	for c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	return c
+}
+
+func (c BenchConfig) validate() error {
+	switch {
+	case c.Duration > maxBenchDuration:
+		return fmt.Errorf("duration %v is over the bound of %v", c.Duration, maxBenchDuration)
+	case c.Batch > maxBenchBatch:
+		return fmt.Errorf("batch %d is over the gateway's batch limit of %d", c.Batch, maxBenchBatch)
+	case c.Concurrency > maxBenchWorkers:
+		return fmt.Errorf("concurrency %d is over the bound of %d", c.Concurrency, maxBenchWorkers)
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("rate %v: want a positive number", c.Rate)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url %q: want http(s)://host:port", c.URL)
+	}
+	if c.AllowRemote {
+		return nil
+	}
+	if err := checkLoopback(u.Hostname()); err != nil {
+		return fmt.Errorf("url %q: %w", c.URL, err)
+	}
+	for _, b := range c.BaselineBrokers {
+		host, _, err := net.SplitHostPort(b)
+		if err != nil {
+			return fmt.Errorf("baseline broker %q: %w", b, err)
+		}
+		if err := checkLoopback(host); err != nil {
+			return fmt.Errorf("baseline broker %q: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// errRemote is wrapped when a target is not on loopback.
+var errRemote = errors.New("not a loopback address (pass --allow-remote to load a remote target)")
+
+// checkLoopback accepts a loopback IP, "localhost", or a name that resolves
+// only to loopback addresses.
+func checkLoopback(host string) error {
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.IsLoopback() {
+			return nil
+		}
+		return errRemote
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return fmt.Errorf("resolve %q: %w", host, err)
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return errRemote
+		}
+	}
+	if len(ips) == 0 {
+		return errRemote
+	}
+	return nil
+}
+
+// PhaseReport is what one phase (the gateway, or the Kafka baseline)
+// measured.
+type PhaseReport struct {
+	Name     string // "gateway" or "kafka"
+	Target   string // URL or brokers and topic
+	Elapsed  time.Duration
+	Requests int // requests (gateway) or produce calls (kafka) completed
+	Events   int // events sent
+	Accepted int
+	Rejected int // refused by the gateway as invalid
+	Failed   int // not taken for another reason (5xx, connection, Kafka error)
+	// ByStatus counts requests by outcome: the HTTP status ("202", "503"),
+	// "error" for no answer, "ok" for a Kafka produce call that succeeded,
+	// or the Kafka error.
+	ByStatus map[string]int
+	// Behind is true when the dispatcher could not keep the target rate:
+	// the last batch left more than a second after its scheduled time.
+	Behind  bool
+	Latency LatencySummary
+}
+
+// AcceptedPerSec is the phase's accepted events over its elapsed time.
+func (p PhaseReport) AcceptedPerSec() float64 {
+	if p.Elapsed <= 0 {
+		return 0
+	}
+	return float64(p.Accepted) / p.Elapsed.Seconds()
+}
+
+// BenchReport is the result of RunBench.
+type BenchReport struct {
+	Config   BenchConfig
+	Gateway  PhaseReport
+	Baseline *PhaseReport // nil without BaselineBrokers
+}
+
+// Ratio is the gateway's accepted events/s over the baseline's, or 0.
+func (r BenchReport) Ratio() float64 {
+	if r.Baseline == nil || r.Baseline.AcceptedPerSec() == 0 {
+		return 0
+	}
+	return r.Gateway.AcceptedPerSec() / r.Baseline.AcceptedPerSec()
+}
+
+// loadBatch is one request's worth of generated events.
+type loadBatch struct {
+	body  []byte   // NDJSON, each line ending in "\n"
+	lines [][]byte // the events, sub-slices of body without the "\n"
+	keys  []string // each event's session
+}
+
+// outcome is what one send did.
+type outcome struct {
+	accepted, rejected, failed int
+	status                     string
+}
+
+// batchSender sends one batch; it must be safe for concurrent use.
+type batchSender interface {
+	send(ctx context.Context, b *loadBatch) outcome
+}
+
+// RunBench runs the gateway phase and, with BaselineBrokers, the Kafka
+// phase after it, each bounded by Duration and MaxEvents, and reports both.
+// It returns when every goroutine it started has stopped. Cancelling ctx
+// ends the run early; what was measured is still reported.
+func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return BenchReport{}, err
+	}
+	rep := BenchReport{Config: cfg}
+	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	hs := httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
+	start := time.Now()
+	rep.Gateway = runPhase(ctx, cfg, start, "gateway", cfg.URL+Endpoint(cfg.Dialect), hs)
+	if len(cfg.BaselineBrokers) == 0 || ctx.Err() != nil {
+		return rep, nil
+	}
+	ks, err := newKafkaSender(ctx, cfg)
+	if err != nil {
+		return rep, fmt.Errorf("baseline: %w", err)
+	}
+	defer ks.close()
+	b := runPhase(ctx, cfg, start, "kafka", fmt.Sprintf("%v topic %s", cfg.BaselineBrokers, cfg.BaselineTopic), ks)
+	rep.Baseline = &b
+	return rep, nil
+}
+
+// runPhase drives one sender: a dispatcher generates batches on schedule
+// into a channel of Concurrency slots, Concurrency workers send them. The
+// events are the same in every phase (same seed and start time).
+func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, target string, s batchSender) PhaseReport {
+	jobs := make(chan *loadBatch, cfg.Concurrency)
+	workers := make([]workerStats, cfg.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range workers {
+		wg.Go(func() { workers[i].run(ctx, cfg.RequestTimeout, s, jobs) })
+	}
+	sent, behind := dispatch(ctx, cfg, genStart, start, jobs)
+	wg.Wait()
+	rep := PhaseReport{Name: name, Target: target, Elapsed: time.Since(start), Events: sent, Behind: behind, ByStatus: map[string]int{}}
+	var h histogram
+	for i := range workers {
+		w := &workers[i]
+		rep.Requests += w.requests
+		rep.Accepted += w.accepted
+		rep.Rejected += w.rejected
+		rep.Failed += w.failed
+		for k, v := range w.byStatus {
+			rep.ByStatus[k] += v
+		}
+		h.merge(&w.hist)
+	}
+	rep.Latency = h.summary()
+	return rep
+}
+
+// dispatch generates batches and hands them to the workers until the
+// phase's events, its duration or ctx runs out, then closes jobs. With a
+// Rate, batch k is due at start + k·Batch/Rate; a late batch is sent at once
+// (open loop, no catch-up skipping). It returns the events handed over.
+func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, jobs chan<- *loadBatch) (sent int, behind bool) {
+	defer close(jobs)
+	g := NewGenerator(GenOptions{Dialect: cfg.Dialect, Sessions: cfg.Sessions, Size: cfg.Size, Seed: cfg.Seed, Start: genStart})
+	end := start.Add(cfg.Duration)
+	hardEnd := end
+	if cfg.Rate > 0 { // the schedule ends by end; allow a late dispatcher one more Duration
+		hardEnd = end.Add(cfg.Duration)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for k := 0; sent < cfg.MaxEvents; k++ {
+		now := time.Now()
+		if cfg.Rate > 0 {
+			due := start.Add(time.Duration(float64(k*cfg.Batch) / cfg.Rate * float64(time.Second)))
+			if !due.Before(end) || now.After(hardEnd) {
+				return sent, behind
+			}
+			if wait := due.Sub(now); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return sent, behind
+				case <-timer.C:
+				}
+			} else if -wait > time.Second {
+				behind = true
+			}
+		} else if !now.Before(end) {
+			return sent, behind
+		}
+		b := makeBatch(g, min(cfg.Batch, cfg.MaxEvents-sent))
+		select {
+		case <-ctx.Done():
+			return sent, behind
+		case jobs <- b:
+			sent += len(b.lines)
+		}
+	}
+	return sent, behind
+}
+
+func makeBatch(g *Generator, n int) *loadBatch {
+	b := &loadBatch{lines: make([][]byte, n), keys: make([]string, n)}
+	offs := make([]int, n+1)
+	for i := range n {
+		var key string
+		b.body, key = g.Next(b.body)
+		b.body = append(b.body, '\n')
+		b.keys[i] = key
+		offs[i+1] = len(b.body)
+	}
+	for i := range n {
+		b.lines[i] = b.body[offs[i] : offs[i+1]-1]
+	}
+	return b
+}
+
+// workerStats are one worker's counts, read only after it was joined.
+type workerStats struct {
+	requests, accepted, rejected, failed int
+	byStatus                             map[string]int
+	hist                                 histogram
+}
+
+func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSender, jobs <-chan *loadBatch) {
+	w.byStatus = map[string]int{}
+	for b := range jobs {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		t0 := time.Now()
+		o := s.send(rctx, b)
+		w.hist.record(time.Since(t0))
+		cancel()
+		w.requests++
+		w.accepted += o.accepted
+		w.rejected += o.rejected
+		w.failed += o.failed
+		w.byStatus[o.status]++
+	}
+}
+
+// httpSender posts batches to the gateway, once each (no retries: a bench
+// reports failures instead of hiding them).
+type httpSender struct {
+	c *Client
+	d aep.Dialect
+}
+
+func (h httpSender) send(ctx context.Context, b *loadBatch) outcome {
+	n := len(b.lines)
+	res, err := h.c.Send(ctx, h.d, b.body, n)
+	if err != nil {
+		return outcome{failed: n, status: "error"}
+	}
+	o := outcome{accepted: res.Accepted, status: fmt.Sprint(res.Status)}
+	if res.Status >= 500 {
+		o.failed = n - res.Accepted
+	} else {
+		o.rejected = res.Rejected
+	}
+	return o
+}
+
+// sortedStatuses returns m's keys in order, for printing.
+func sortedStatuses(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
