@@ -3,74 +3,15 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
-
-// murmur2 is Kafka's 32-bit murmur2 (seed 0x9747b28c), written here from the published algorithm so the
-// test does not trust the client library it is checking. Kafka's default partitioner places a keyed
-// record on (murmur2(key) & 0x7fffffff) % partitions.
-func murmur2(data []byte) uint32 {
-	const (
-		seed uint32 = 0x9747b28c
-		m    uint32 = 0x5bd1e995
-		r           = 24
-	)
-	h := seed ^ uint32(len(data))
-	for len(data) >= 4 {
-		k := binary.LittleEndian.Uint32(data)
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-		data = data[4:]
-	}
-	switch len(data) {
-	case 3:
-		h ^= uint32(data[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(data[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(data[0])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return h
-}
-
-func kafkaPartition(key []byte, partitions int32) int32 {
-	return int32(murmur2(key)&0x7fffffff) % partitions
-}
-
-// TestMurmur2GoldenVectors pins murmur2 to the values Kafka's Java Utils.murmur2 gives (the vectors
-// franz-go's partitioner_test.go TestMurmur2KafkaVectors checks against).
-func TestMurmur2GoldenVectors(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want int32
-	}{
-		{"21", -973932308},
-		{"foobar", -790332482},
-		{"a-little-bit-long-string", -985981536},
-		{"a-little-bit-longer-string", -1486304829},
-		{"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
-		{"abc", 479470107},
-	} {
-		if got := int32(murmur2([]byte(c.in))); got != c.want {
-			t.Errorf("murmur2(%q) = %d, want %d", c.in, got, c.want)
-		}
-	}
-}
 
 // TestProduceConsumeKeyedBySession writes events keyed by session through an idempotent acks=all
 // producer and reads them back with a plain consumer: values and keys byte for byte, headers in order,
@@ -88,7 +29,7 @@ func TestProduceConsumeKeyedBySession(t *testing.T) {
 	perPartition := map[int32]int{}
 	for i := 0; len(perPartition) < partitions || minCount(perPartition) < 2; i++ {
 		s := fmt.Sprintf("sess-%d", i)
-		perPartition[kafkaPartition([]byte(s), partitions)]++
+		perPartition[partitioning.Partition([]byte(s), partitions)]++
 		sessions = append(sessions, s)
 	}
 	const perSession = 6
@@ -127,7 +68,7 @@ func TestProduceConsumeKeyedBySession(t *testing.T) {
 		t.Fatalf("producer is not idempotent: id %d epoch %d err %v", id, epoch, err)
 	}
 	for _, r := range results {
-		if exp := kafkaPartition(r.Record.Key, partitions); r.Record.Partition != exp {
+		if exp := partitioning.Partition(r.Record.Key, partitions); r.Record.Partition != exp {
 			t.Fatalf("key %q produced to partition %d, murmur2 says %d", r.Record.Key, r.Record.Partition, exp)
 		}
 	}
@@ -175,7 +116,7 @@ func TestProduceConsumeKeyedBySession(t *testing.T) {
 		if !equalHeaders(r.Headers, w.Headers) {
 			t.Errorf("key %q: headers %v, want %v", r.Key, r.Headers, w.Headers)
 		}
-		if exp := kafkaPartition(r.Key, partitions); r.Partition != exp {
+		if exp := partitioning.Partition(r.Key, partitions); r.Partition != exp {
 			t.Errorf("key %q on partition %d, want murmur2 placement %d", r.Key, r.Partition, exp)
 		}
 		usedPartitions[r.Partition] = true
