@@ -400,3 +400,234 @@ func TestCaptureAnnotationTable(t *testing.T) {
 		t.Errorf("table drift: missing %v, extra %v", missing, extra)
 	}
 }
+
+func TestParseCapture(t *testing.T) {
+	for i, s := range []string{"none", "metadata", "redacted", "full"} {
+		c, ok := ParseCapture(s)
+		if !ok || c != Capture(i+1) || c.String() != s || !c.Valid() {
+			t.Errorf("%q: %v %v", s, c, ok)
+		}
+		if i > 0 && !(Capture(i) < c) {
+			t.Errorf("%s not above %s", c, Capture(i))
+		}
+	}
+	for _, s := range []string{"", "None", "FULL", " full", "redact", "0"} {
+		if c, ok := ParseCapture(s); ok || c != 0 {
+			t.Errorf("%q parsed as %v", s, c)
+		}
+	}
+	if Capture(0).String() != "" || Capture(9).String() != "" || Capture(0).Valid() || Capture(5).Valid() {
+		t.Error("out-of-range levels")
+	}
+}
+
+func TestEventCaptureAndNeedsDownlevel(t *testing.T) {
+	r := func(c string) *Attrs { return &Attrs{Dialect: DialectR, Capture: c} }
+	cases := []struct {
+		a       *Attrs
+		level   Capture
+		ceiling Capture
+		need    bool
+	}{
+		{r(""), CaptureMetadata, CaptureMetadata, false}, // absent = metadata
+		{r(""), CaptureMetadata, CaptureNone, true},
+		{r(""), CaptureMetadata, CaptureFull, false},
+		{r("full"), CaptureFull, CaptureRedacted, true},
+		{r("full"), CaptureFull, CaptureFull, false},
+		{r("redacted"), CaptureRedacted, CaptureRedacted, false},
+		{r("redacted"), CaptureRedacted, CaptureMetadata, true},
+		{r("none"), CaptureNone, CaptureNone, false},
+		{r("bogus"), 0, CaptureFull, true},     // cannot decide: Downlevel refuses
+		{r("metadata"), CaptureMetadata, 0, true}, // no ceiling: fail closed
+		{&Attrs{Dialect: DialectD}, 0, CaptureNone, false},
+		{&Attrs{Dialect: DialectD, Capture: "full"}, 0, CaptureNone, false},
+	}
+	for i, c := range cases {
+		if got := EventCapture(c.a); got != c.level {
+			t.Errorf("%d: EventCapture = %v, want %v", i, got, c.level)
+		}
+		if got := NeedsDownlevel(c.a, c.ceiling); got != c.need {
+			t.Errorf("%d: NeedsDownlevel(%+v, %v) = %v", i, *c.a, c.ceiling, got)
+		}
+	}
+}
+
+// env is a valid session-scoped R envelope without capture and data.
+const env = `"aep":"0.1","id":"E1","type":"tool.completed","subject":"Bash","time":"2026-07-03T10:00:00Z","source":"aep://h/agent/a","agent":"a","session":"s1","seq":1`
+
+// TestDownlevelExact pins whole outputs: untouched members keep their bytes,
+// whitespace and position; capture is rewritten in place or appended; data
+// is rewritten in place or removed with one comma.
+func TestDownlevelExact(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		ceiling Capture
+		want    string // "" = unchanged
+	}{
+		{"absent capture is metadata: unchanged at metadata",
+			`{` + env + `,"data":{"result":"x"}}`, CaptureMetadata, ""},
+		{"absent capture at none: appended, data removed (last)",
+			`{` + env + `,"data":{"result":"x"}}`, CaptureNone, `{` + env + `,"capture":"none"}`},
+		{"absent capture at none, no data",
+			`{` + env + `}`, CaptureNone, `{` + env + `,"capture":"none"}`},
+		{"absent capture at none, data first, whitespace kept",
+			"{ \"data\" : {\"a\":1} ,\n \"aep\":\"0.1\",\"id\":\"E1\",\"type\":\"tool.completed\",\"time\":\"2026-07-03T10:00:00Z\",\"source\":\"aep://h/agent/a\",\"agent\":\"a\",\"session\":\"s1\",\"seq\":1 }\r\n",
+			CaptureNone,
+			"{ \"aep\":\"0.1\",\"id\":\"E1\",\"type\":\"tool.completed\",\"time\":\"2026-07-03T10:00:00Z\",\"source\":\"aep://h/agent/a\",\"agent\":\"a\",\"session\":\"s1\",\"seq\":1 ,\"capture\":\"none\"}\r\n"},
+		{"capture in place, data in the middle removed, extensions and order kept",
+			`{"zz":true,` + env + `, "capture" : "full" ,"data":{"result":"x"}, "acmeregion":"eu-1","n1":-3}`, CaptureNone,
+			`{"zz":true,` + env + `, "capture" : "none" ,"acmeregion":"eu-1","n1":-3}`},
+		{"full at redacted lands on metadata; digest, usage and unknown members kept; key order kept",
+			`{` + env + `,"capture":"full","data":{"tool":{"name":"Bash"},"result":{"out":"x"},"result_redacted":"y","duration_ms":5,"result_digest":"ab","gen_ai.usage.input_tokens":3,"vendorx":{"result":"deep"}},"acme":1}`,
+			CaptureRedacted,
+			`{` + env + `,"capture":"metadata","data":{"tool":{"name":"Bash"},"duration_ms":5,"result_digest":"ab","gen_ai.usage.input_tokens":3,"vendorx":{"result":"deep"}},"acme":1}`},
+		{"redacted source passes a redacted ceiling byte-identical",
+			`{` + env + `,"capture":"redacted","data":{"result_redacted":"[REDACTED:secret]"}}`, CaptureRedacted, ""},
+		{"full at full: unchanged",
+			`{` + env + `,"capture":"full","data":{"result":"x"}}`, CaptureFull, ""},
+		{"escaped member names are matched decoded, at both levels",
+			`{` + env + `,"capture":"full","\u0064ata":{"res\u0075lt":"x","result_digest":"ab"}}`, CaptureMetadata,
+			`{` + env + `,"capture":"metadata","\u0064ata":{"result_digest":"ab"}}`},
+		{"duplicate gated members inside data are all removed",
+			`{` + env + `,"capture":"full","data":{"result":"x","result":"y","status":"ok"}}`, CaptureMetadata,
+			`{` + env + `,"capture":"metadata","data":{"status":"ok"}}`},
+		{"pretty-printed data is compacted only where rewritten",
+			`{` + env + `,"capture":"full","data":{ "tool" : { "name" : "Bash" } , "result" : [ 1, 2 ] }}`, CaptureMetadata,
+			`{` + env + `,"capture":"metadata","data":{"tool":{ "name" : "Bash" }}}`},
+		{"data that is not an object is removed (annotated type)",
+			`{` + env + `,"capture":"full","data":"verbatim"}`, CaptureMetadata,
+			`{` + env + `,"capture":"metadata"}`},
+		{"empty data object stays",
+			`{` + env + `,"capture":"full","data":{}}`, CaptureMetadata,
+			`{` + env + `,"capture":"metadata","data":{}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := []byte(c.in)
+			if _, err := Parse(in, Limits{}); err != nil && !strings.Contains(c.name, "not an object") {
+				t.Fatalf("input: %v", err)
+			}
+			out, changed, err := Downlevel(in, c.ceiling, Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.want == "" {
+				if changed || &out[0] != &in[0] {
+					t.Errorf("changed=%v, want raw back:\n%s", changed, out)
+				}
+				return
+			}
+			if !changed || string(out) != c.want {
+				t.Errorf("changed=%v\n got %s\nwant %s", changed, out, c.want)
+			}
+			if _, err := Parse(out, Limits{}); err != nil {
+				t.Errorf("output: %v", err)
+			}
+		})
+	}
+}
+
+// TestDownlevelShapes pins the data rewrite for payloads whose shape the
+// schema does not expect, and the [metadata*] degradations' edge cases.
+func TestDownlevelShapes(t *testing.T) {
+	ev := func(typ, subject, data string) string {
+		s := `{"aep":"0.1","id":"E1","type":"` + typ + `"`
+		if subject != "" {
+			s += `,"subject":"` + subject + `"`
+		}
+		return s + `,"time":"2026-07-03T10:00:00Z","source":"aep://h/agent/a","agent":"cl\"aude","session":"s1","seq":1,"capture":"full","data":` + data + `}`
+	}
+	cases := []struct {
+		name, typ, subject, data, want string
+	}{
+		{"error as a string instead of error_info is removed", "tool.failed", "", `{"tool":{"name":"B"},"error":"SECRET text"}`, `{"tool":{"name":"B"}}`},
+		{"error as an array is removed", "tool.failed", "", `{"error":[{"message":"SECRET"}]}`, `{}`},
+		{"documents as an object is removed", "resource.retrieval.returned", "", `{"documents":{"content":"SECRET"},"count":1}`, `{"count":1}`},
+		{"documents: non-object elements removed, nested arrays of objects pruned", "resource.retrieval.returned", "", `{"documents":["SECRET",{"id":"d","content":"SECRET"},7]}`, `{"documents":[{"id":"d"}]}`},
+		{"prompt without kind or subject", "attention.requested", "", `{"prompt":"SECRET"}`, `{"prompt":"cl\"aude requests attention"}`},
+		{"prompt with a non-string kind and a non-string prompt", "attention.requested", "Bash", `{"kind":5,"prompt":{"t":"SECRET"}}`, `{"kind":5,"prompt":"cl\"aude requests attention: Bash"}`},
+		{"prompt with an escaped kind", "attention.requested", "Bash", `{"prompt":"SECRET","kind":"inp\u0075t"}`, `{"prompt":"cl\"aude requests input: Bash","kind":"inp\u0075t"}`},
+		{"options: numeric id, missing label, no id, non-object", "attention.requested", "", `{"options":[{"id":3,"label":"SECRET"},{"id":"x"},{"label":"SECRET"},"SECRET",{"id":true,"label":"SECRET"}]}`,
+			`{"options":[{"id":3,"label":"3"},{"id":"x","label":"x"},{},{"id":true}]}`},
+		{"options that are not an array are removed", "attention.requested", "", `{"options":"SECRET","kind":"permission"}`, `{"kind":"permission"}`},
+		{"fields: labels and choice labels from ids; choices not an array removed", "attention.requested", "", `{"fields":[{"id":"f","type":"select","label":"SECRET","choices":[{"id":"1","label":"SECRET"}]},{"id":"g","label":"SECRET","choices":"SECRET"}]}`,
+			`{"fields":[{"id":"f","type":"select","label":"f","choices":[{"id":"1","label":"1"}]},{"id":"g","label":"g"}]}`},
+		{"context (full) removed", "attention.requested", "", `{"kind":"review","context":{"diff":"SECRET"}}`, `{"kind":"review"}`},
+		{"values: numbers and booleans only; values not an object removed", "attention.answered", "", `{"answer":{"values":{"a":-1.5e3,"b":false,"c":"SECRET","d":["1"],"e":null,"f":{"x":1}}}}`, `{"answer":{"values":{"a":-1.5e3,"b":false}}}`},
+		{"values as a string removed", "attention.answered", "", `{"answer":{"option":"1","values":"SECRET"}}`, `{"answer":{"option":"1"}}`},
+		{"answer as a string removed", "attention.answered", "", `{"answer":"SECRET","via":"oob"}`, `{"via":"oob"}`},
+		{"citation source uri/title removed at depth", "resource.citation.recorded", "", `{"citations":[{"source":{"id":"d","uri":"SECRET","title":"SECRET"},"cited_text":"SECRET","document_index":0}]}`, `{"citations":[{"source":{"id":"d"},"document_index":0}]}`},
+		{"schema without properties: data removed", "control.pause", "", `{"why":"SECRET"}`, ``},
+		{"unknown core type: data removed", "session.renamed", "", `{"title":"SECRET"}`, ``},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := []byte(ev(c.typ, c.subject, c.data))
+			if c.typ == "control.pause" {
+				in = bytes.Replace(in, []byte(`,"seq":1`), nil, 1)
+			}
+			out, changed, err := Downlevel(in, CaptureMetadata, Limits{})
+			if err != nil || !changed {
+				t.Fatalf("changed=%v err=%v", changed, err)
+			}
+			_, vals := topMembers(t, out)
+			if c.want == "" {
+				if _, ok := vals["data"]; ok {
+					t.Errorf("data kept: %s", out)
+				}
+				return
+			}
+			i := bytes.Index(out, []byte(`"data":`))
+			if i < 0 {
+				t.Fatalf("no data: %s", out)
+			}
+			if got := out[i+7 : len(out)-1]; string(got) != c.want {
+				t.Errorf("\n got %s\nwant %s", got, c.want)
+			}
+			if bytes.Contains(out, []byte("SECRET")) {
+				t.Errorf("leak: %s", out)
+			}
+			if !json.Valid(out) {
+				t.Errorf("invalid JSON: %s", out)
+			}
+		})
+	}
+}
+
+func TestDownlevelErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		ceiling Capture
+		kind    Kind
+		field   string
+	}{
+		{"zero ceiling", `{` + env + `}`, 0, KindInvalid, "capture"},
+		{"ceiling out of range", `{` + env + `}`, 7, KindInvalid, "capture"},
+		{"malformed", `{` + env, CaptureNone, KindSyntax, ""},
+		{"trailing data", `{` + env + `} {}`, CaptureNone, KindSyntax, ""},
+		{"not an object", `[1]`, CaptureNone, KindSyntax, ""},
+		{"over the size limit", `{` + env + `,"data":{"x":"` + strings.Repeat("a", 2000) + `"}}`, CaptureNone, KindLimit, ""},
+		{"capture not a level", `{` + env + `,"capture":"secret"}`, CaptureFull, KindInvalid, "capture"},
+		{"capture not a string", `{` + env + `,"capture":3}`, CaptureFull, KindInvalid, "capture"},
+		{"no version attribute", `{"id":"x"}`, CaptureNone, KindDialect, "aep"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, changed, err := Downlevel([]byte(c.in), c.ceiling, Limits{MaxEventBytes: 1024})
+			e := AsError(err)
+			if e == nil || e.Kind != c.kind || e.Field != c.field || e.Dialect != DialectR || out != nil || changed {
+				t.Fatalf("out=%q changed=%v err=%#v", out, changed, e)
+			}
+			if _, ok := LookupCode(DialectR, e.Code); !ok {
+				t.Errorf("code %q not in the R vocabulary", e.Code)
+			}
+		})
+	}
+	// A dialect D event has no capture levels: returned as is.
+	d := []byte(`{"aep_version":"0.1","id":"evt_1","type":"task.progress","source":"tool:x","created_at":"2026-07-09T10:00:10Z","payload":{"secret":"x"}}`)
+	if out, changed, err := Downlevel(d, CaptureNone, Limits{}); err != nil || changed || &out[0] != &d[0] {
+		t.Errorf("D event: changed=%v err=%v", changed, err)
+	}
+}
