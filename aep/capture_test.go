@@ -437,7 +437,7 @@ func TestEventCaptureAndNeedsDownlevel(t *testing.T) {
 		{r("redacted"), CaptureRedacted, CaptureRedacted, false},
 		{r("redacted"), CaptureRedacted, CaptureMetadata, true},
 		{r("none"), CaptureNone, CaptureNone, false},
-		{r("bogus"), 0, CaptureFull, true},     // cannot decide: Downlevel refuses
+		{r("bogus"), 0, CaptureFull, true},        // cannot decide: Downlevel refuses
 		{r("metadata"), CaptureMetadata, 0, true}, // no ceiling: fail closed
 		{&Attrs{Dialect: DialectD}, 0, CaptureNone, false},
 		{&Attrs{Dialect: DialectD, Capture: "full"}, 0, CaptureNone, false},
