@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestEnvTwinsAndCommandLinePrecedence(t *testing.T) {
+	t.Setenv("AEP_KAFKA_BROKERS", "k1:9092,k2:9092")
+	t.Setenv("AEP_TOPIC_PARTITIONS", "24")
+	t.Setenv("AEP_WRITE_TIMEOUT", "5s")
+	t.Setenv("AEP_KAFKA_TLS", "true")
+	c, err := parseConfig([]string{"--topic-partitions", "6"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.brokers(); len(got) != 2 || got[1] != "k2:9092" {
+		t.Errorf("brokers from env: %v", got)
+	}
+	if c.TopicPartitions != 6 {
+		t.Errorf("command line must win over env: %d", c.TopicPartitions)
+	}
+	if c.WriteTimeout != 5*time.Second || !c.KafkaTLS {
+		t.Errorf("env durations/bools: %v %v", c.WriteTimeout, c.KafkaTLS)
+	}
+	if c.embedded() {
+		t.Error("brokers configured but embedded chosen")
+	}
+}
+
+func TestBadEnvIsAnError(t *testing.T) {
+	t.Setenv("AEP_TOPIC_PARTITIONS", "many")
+	if _, err := parseConfig(nil, io.Discard); err == nil || !strings.Contains(err.Error(), "AEP_TOPIC_PARTITIONS") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigRejectsContradictions(t *testing.T) {
+	cases := map[string][]string{
+		"open non-loopback":      {"--listen", "0.0.0.0:8080"},
+		"embedded off loopback":  {"--embedded-kafka-listen", "0.0.0.0:9092"},
+		"sasl without user":      {"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "PLAIN"},
+		"unknown sasl":           {"--kafka-brokers", "k:9092", "--kafka-sasl-mechanism", "GSSAPI", "--kafka-sasl-user", "u"},
+		"cert without key":       {"--kafka-tls-cert", "c.pem"},
+		"bad key strategy":       {"--key-strategy", "random"},
+		"template no tenant":     {"--topic-template", "events"},
+		"event over body":        {"--max-event-bytes", "10000", "--max-body-bytes", "5000"},
+		"zero partitions":        {"--topic-partitions", "0"},
+		"bad log format":         {"--log-format", "xml"},
+		"stray argument":         {"extra"},
+		"listen without port":    {"--listen", "localhost"},
+		"no data dir embedded":   {"--data-dir", ""},
+		"zero batch events":      {"--max-batch-events", "0"},
+		"tiny event limit":       {"--max-event-bytes", "10"},
+		"partitions over bounds": {"--topic-partitions", "20000"},
+	}
+	for name, args := range cases {
+		if _, err := parseConfig(args, io.Discard); err == nil {
+			t.Errorf("%s: accepted %v", name, args)
+		}
+	}
+	if _, err := parseConfig([]string{"--listen", "0.0.0.0:8080", "--api-keys", "keys.txt"}, io.Discard); err != nil {
+		t.Errorf("keys on a public listener rejected: %v", err)
+	}
+	if _, err := parseConfig([]string{"--listen", "[::1]:8080"}, io.Discard); err != nil {
+		t.Errorf("IPv6 loopback dev mode rejected: %v", err)
+	}
+}
+
+func TestHelpListsEveryFlagWithItsEnvTwin(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"--help"}, &out)
+	if err != flag.ErrHelp {
+		t.Fatalf("err = %v", err)
+	}
+	help := out.String()
+	for _, name := range []string{"listen", "kafka-brokers", "kafka-sasl-mechanism", "data-dir", "embedded-kafka-listen", "api-keys", "topic-template", "max-event-bytes", "log-format"} {
+		if !strings.Contains(help, "-"+name) || !strings.Contains(help, "$"+envName(name)) {
+			t.Errorf("--help lacks %s or %s", name, envName(name))
+		}
+	}
+}
+
+// SASL options reach a broker that requires them: kfake with SCRAM.
+func TestKafkaOptsSASLAgainstKfake(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "gw", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	ping := func(pass string) error {
+		c := config{KafkaSASLMechanism: "SCRAM-SHA-256", KafkaSASLUser: "gw", KafkaSASLPassword: pass}
+		opts, err := kafkaOpts(c, cluster.ListenAddrs(), zerolog.New(io.Discard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return cl.Ping(ctx)
+	}
+	if err := ping("s3cret"); err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	if err := ping("wrong"); err == nil {
+		t.Fatal("wrong password accepted")
+	}
+}
