@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// Mount serves h for every method at pattern (chi syntax), behind the same
+// authentication, metrics, access log and panic recovery as the built-in
+// routes; unauthenticated requests get dialect d's 401. Bindings built on
+// the gateway (streaming, subscriptions) are mounted this way by the binary,
+// so package gateway never imports them. Call Mount before serving.
+func (s *Server) Mount(d aep.Dialect, pattern string, h http.Handler) {
+	unauthorized := unauthorizedR
+	if d == aep.DialectD {
+		unauthorized = unauthorizedD
+	}
+	s.router.With(authenticate(s.cfg.Keys, unauthorized)).Handle(pattern, h)
+}
+
+// IngestResult is the outcome of one event given to Ingest.
+type IngestResult struct {
+	// Err is the event's validation error (its dialect's code and
+	// message), or nil.
+	Err *aep.Error
+	// WriteErr is set when the event was valid but Kafka did not take it
+	// (retry with the same id).
+	WriteErr error
+	// Attrs are the event's routing attributes when it was valid.
+	Attrs     aep.Attrs
+	Partition int32
+	Offset    int64
+}
+
+// Accepted reports whether the event is in the log.
+func (r *IngestResult) Accepted() bool { return r.Err == nil && r.WriteErr == nil }
+
+// Ingest validates and writes events of dialect d for tenant, as the HTTP
+// ingest endpoints do, for bindings that receive events another way
+// (WebSocket emitters). Each event stands alone; results[i] is events[i]'s
+// outcome. Oversize events are refused with the dialect's limit error.
+func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, events [][]byte) []IngestResult {
+	frames := make([]frame, len(events))
+	for i, ev := range events {
+		frames[i] = frame{index: i, line: 1, raw: ev, size: len(ev)}
+		if len(ev) > s.ingest.limits.MaxEventBytes {
+			frames[i] = frame{index: i, line: 1, oversize: true, size: len(ev)}
+		}
+	}
+	outs, _ := s.ingest.validate(d, frames)
+	valid := 0
+	for i := range outs {
+		if outs[i].parseErr == nil {
+			valid++
+		} else {
+			s.metrics.rejected(d, outs[i].parseErr.Kind.String(), 1)
+		}
+	}
+	if valid > 0 {
+		_ = s.ingest.write(ctx, tenant, d, outs)
+	}
+	res := make([]IngestResult, len(outs))
+	accepted := 0
+	for i := range outs {
+		o := &outs[i]
+		res[i] = IngestResult{Err: o.parseErr, WriteErr: o.writeErr, Attrs: o.attrs, Partition: o.partition, Offset: o.offset}
+		if res[i].Accepted() {
+			accepted++
+		}
+	}
+	s.metrics.accepted(d, accepted)
+	s.metrics.rejected(d, "kafka", valid-accepted)
+	return res
+}

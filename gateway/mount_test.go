@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
+	ks, err := ParseKeyStore(strings.NewReader("acme sha256:" + sha256hex("k") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGateway(t, func(c *Config) { c.Keys = ks })
+	g.srv.Mount(aep.DialectD, "/probe", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, TenantFrom(r.Context()))
+	}))
+	req, _ := http.NewRequest(http.MethodGet, g.http.URL+"/probe", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unauthenticated mount: %d", resp.StatusCode)
+	}
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("authenticated mount: %d", resp.StatusCode)
+	}
+
+	res := g.srv.Ingest(context.Background(), "acme", aep.DialectD, [][]byte{
+		[]byte(dEvent(0, "s1")), []byte(`{"aep_version":"0.1"}`), []byte(rEvent("s1", 1)),
+	})
+	if !res[0].Accepted() || res[0].Attrs.Session != "s1" {
+		t.Fatalf("valid event: %+v", res[0])
+	}
+	if res[1].Err == nil || res[1].Err.Code != aep.CodeDInvalidEnvelope || res[2].Err == nil {
+		t.Fatalf("invalid events: %+v / %+v", res[1].Err, res[2].Err)
+	}
+	recs := g.readAll("aep.acme.events", 1)
+	if len(recs) != 1 || recs[0].Offset != res[0].Offset || recs[0].Partition != res[0].Partition {
+		t.Fatalf("records %v, result %+v", recs, res[0])
+	}
+}
