@@ -16,6 +16,7 @@ import (
 type config struct {
 	Listen               string
 	APIKeys              string
+	CursorKeys           string
 	AllowUnauthenticated bool
 
 	KafkaBrokers       string
@@ -72,6 +73,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
+	fs.String(&c.CursorKeys, "cursor-keys", "", "cursor signing key file: lines of \"<id 0-255> <hex secret, 32+ bytes>\", the first signs; every node of a deployment needs the same file (default: a key kept in --data-dir with the embedded broker, else a per-process random key)")
 	fs.Bool(&c.AllowUnauthenticated, "allow-unauthenticated", false, "allow development mode (no authentication) on a non-loopback listener; never in production")
 
 	fs.String(&c.KafkaBrokers, "kafka-brokers", "", "comma-separated Kafka bootstrap brokers; empty starts the embedded broker")

@@ -12,6 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
 )
 
 func TestEnvTwinsAndCommandLinePrecedence(t *testing.T) {
@@ -118,4 +120,38 @@ func TestKafkaOptsSASLAgainstKfake(t *testing.T) {
 	if err := ping("wrong"); err == nil {
 		t.Fatal("wrong password accepted")
 	}
+}
+
+func TestCursorKeys(t *testing.T) {
+	good := "# rotation: new key first\n2 " + strings.Repeat("ab", 32) + "\n1 " + strings.Repeat("cd", 32) + "\n"
+	kr, err := parseCursorKeys(strings.NewReader(good))
+	if err != nil || kr.SigningKeyID() != 2 {
+		t.Fatalf("keyring %v %v", kr, err)
+	}
+	for _, bad := range []string{"", "x " + strings.Repeat("ab", 32), "1 zz", "1 abcd", "300 " + strings.Repeat("ab", 32)} {
+		if _, err := parseCursorKeys(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+	dir := t.TempDir()
+	c := config{DataDir: dir}
+	a, err := loadCursorKeys(c, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := loadCursorKeys(c, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.Encode("t", cursorSample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Decode("t", s); err != nil {
+		t.Fatalf("the embedded key did not survive a restart: %v", err)
+	}
+}
+
+func cursorSample() cursor.Cursor {
+	return cursor.Cursor{Partitions: 3, Sequence: 7, Offsets: []cursor.PartitionOffset{{Partition: 1, Offset: 42}}}
 }
