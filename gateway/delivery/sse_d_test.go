@@ -1,0 +1,388 @@
+package delivery_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/delivery"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// sseEnv is a gateway (real ingest over HTTP into kfake) with the D SSE
+// handler served next to it on the same test server.
+type sseEnv struct {
+	t   *testing.T
+	url string
+	kr  *cursor.Keyring
+}
+
+func newSSEEnv(t *testing.T, cfg delivery.SSEConfig) *sseEnv {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{}, partitioning.TopicConfig{Partitions: 3, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /aep/events", delivery.NewSSEHandlerD(eng, kr, func(*http.Request) string { return gateway.DevTenant }, cfg))
+	mux.Handle("/", srv.Handler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		eng.Close()
+		_ = srv.Shutdown(context.Background())
+	})
+	return &sseEnv{t: t, url: hs.URL, kr: kr}
+}
+
+func dEvent(id, typ, session string) string {
+	return fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":%q,"source":"agent:researcher","session_id":%q,"created_at":"2026-07-09T10:00:00Z","payload":{"n":%q}}`, id, typ, session, id)
+}
+
+func (e *sseEnv) ingest(events ...string) {
+	e.t.Helper()
+	resp, err := http.Post(e.url+"/aep/events", "application/x-ndjson", strings.NewReader(strings.Join(events, "\n")+"\n"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted || !bytes.Contains(b, []byte(fmt.Sprintf(`"accepted":%d`, len(events)))) {
+		e.t.Fatalf("ingest: %d %s", resp.StatusCode, b)
+	}
+}
+
+type sseMsg struct {
+	id, event, data, comment string
+}
+
+type sseStream struct {
+	t    *testing.T
+	resp *http.Response
+	msgs chan sseMsg
+	done chan struct{}
+}
+
+// open starts a stream; it returns the response for a non-200 status.
+func (e *sseEnv) open(query string, hdr map[string]string) (*sseStream, *http.Response) {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.url+"/aep/events?"+query, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp
+	}
+	s := &sseStream{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), done: make(chan struct{})}
+	go s.read()
+	e.t.Cleanup(s.close)
+	if m := s.next(); m.comment != "stream open" {
+		e.t.Fatalf("first message %+v", m)
+	}
+	return s, resp
+}
+
+func (s *sseStream) read() {
+	defer close(s.done)
+	defer close(s.msgs)
+	sc := bufio.NewScanner(s.resp.Body)
+	sc.Buffer(nil, 1<<20)
+	var m sseMsg
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			s.msgs <- m
+			m = sseMsg{}
+		case strings.HasPrefix(line, ": "):
+			m.comment = line[2:]
+		case strings.HasPrefix(line, "id: "):
+			m.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			m.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			m.data += line[6:]
+		}
+	}
+}
+
+func (s *sseStream) close() {
+	s.resp.Body.Close()
+	<-s.done
+}
+
+// next returns the next message, skipping heartbeats.
+func (s *sseStream) next() sseMsg {
+	s.t.Helper()
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				s.t.Fatal("stream ended")
+			}
+			if m.comment == "heartbeat" {
+				continue
+			}
+			return m
+		case <-time.After(10 * time.Second):
+			s.t.Fatal("no SSE message within 10s")
+		}
+	}
+}
+
+type delivered struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Session  string `json:"session_id"`
+	Delivery struct {
+		Mode     string `json:"mode"`
+		Sequence uint64 `json:"sequence"`
+		Cursor   string `json:"cursor"`
+	} `json:"delivery"`
+	Payload struct {
+		N              string `json:"n"`
+		FromCursor     string `json:"from_cursor"`
+		ToCursor       string `json:"to_cursor"`
+		EventsReplayed int    `json:"events_replayed"`
+	} `json:"payload"`
+}
+
+// event reads the next message as an event and checks the SSE framing
+// against the data.
+func (s *sseStream) event() delivered {
+	s.t.Helper()
+	m := s.next()
+	var d delivered
+	if err := json.Unmarshal([]byte(m.data), &d); err != nil {
+		s.t.Fatalf("data is not JSON: %v: %q", err, m.data)
+	}
+	if m.event != d.Type {
+		s.t.Fatalf("event: %q but type %q", m.event, d.Type)
+	}
+	if d.Type != "event.replayed" && m.id != d.Delivery.Cursor {
+		s.t.Fatalf("id %q differs from delivery.cursor %q", m.id, d.Delivery.Cursor)
+	}
+	return d
+}
+
+func TestSSEDLiveFiltersAndOrder(t *testing.T) {
+	e := newSSEEnv(t, delivery.SSEConfig{})
+	s, _ := e.open("types=task.*&session_id=s1", nil)
+	e.ingest(dEvent("evt_1", "task.progress", "s1"), dEvent("evt_2", "task.progress", "s2"),
+		dEvent("evt_3", "message.sent", "s1"), dEvent("evt_4", "task.completed", "s1"))
+	e.ingest(dEvent("evt_5", "task.progress", "s1"))
+	for i, want := range []string{"evt_1", "evt_4", "evt_5"} {
+		d := s.event()
+		if d.ID != want || d.Payload.N != want || d.Delivery.Mode != "best_effort" || d.Delivery.Sequence != uint64(i+1) {
+			t.Fatalf("delivery %d: %+v, want %s with sequence %d", i, d, want, i+1)
+		}
+	}
+	select {
+	case m := <-s.msgs:
+		if m.comment == "" {
+			t.Fatalf("unexpected message %+v", m)
+		}
+	default:
+	}
+}
+
+func TestSSEDReplayFromMidCursorThenLive(t *testing.T) {
+	t.Run("from_cursor", func(t *testing.T) { testReplay(t, false) })
+	t.Run("Last-Event-ID", func(t *testing.T) { testReplay(t, true) })
+}
+
+func testReplay(t *testing.T, viaHeader bool) {
+	e := newSSEEnv(t, delivery.SSEConfig{})
+	sessions := []string{"sa", "sb", "sc"}
+	var evs []string
+	for i := range 9 {
+		evs = append(evs, dEvent(fmt.Sprintf("evt_%02d", i), "task.progress", sessions[i%3]))
+	}
+	first, _ := e.open("types=task.*&delivery_mode=replayable", nil)
+	e.ingest(evs[:6]...)
+	var mid string
+	for i := range 6 {
+		d := first.event()
+		if d.Delivery.Mode != "replayable" || d.Delivery.Sequence != uint64(i+1) {
+			t.Fatalf("first stream delivery %d: %+v", i, d)
+		}
+		if i == 2 {
+			mid = d.Delivery.Cursor
+		}
+	}
+	first.close()
+	e.ingest(evs[6:]...)
+
+	var s *sseStream
+	if viaHeader {
+		s, _ = e.open("types=task.*&delivery_mode=replayable", map[string]string{"Last-Event-ID": mid})
+	} else {
+		s, _ = e.open("types=task.*&delivery_mode=replayable&from_cursor="+mid, nil)
+	}
+	// The first stream saw 3 events up to mid; the replay is the other 3 of
+	// the first batch and all of the second, each once, in session order.
+	var got []string
+	last := map[string]string{}
+	for i := range 6 {
+		d := s.event()
+		if d.Delivery.Sequence != uint64(4+i) {
+			t.Fatalf("replayed delivery %d has sequence %d", i, d.Delivery.Sequence)
+		}
+		if prev := last[d.Session]; prev >= d.ID {
+			t.Fatalf("session %s: %s after %s", d.Session, d.ID, prev)
+		}
+		last[d.Session] = d.ID
+		got = append(got, d.ID)
+	}
+	want := map[string]bool{}
+	for i := range 9 {
+		want[fmt.Sprintf("evt_%02d", i)] = true
+	}
+	for _, id := range got {
+		delete(want, id)
+	}
+	if len(want) != 3 {
+		t.Fatalf("replayed %v; left %v", got, want)
+	}
+	r := s.event()
+	if r.Type != "event.replayed" || r.Payload.FromCursor != mid || r.Payload.EventsReplayed != 6 || r.Payload.ToCursor == "" {
+		t.Fatalf("after the replay: %+v", r)
+	}
+	e.ingest(dEvent("evt_live", "task.progress", "sa"))
+	d := s.event()
+	if d.ID != "evt_live" || d.Delivery.Sequence != 10 {
+		t.Fatalf("live after replay: %+v", d)
+	}
+	// Resuming from the end of the replay gives exactly what came after.
+	s2, _ := e.open("types=task.*&delivery_mode=replayable&from_cursor="+r.Payload.ToCursor, nil)
+	if d2 := s2.event(); d2.ID != d.ID || d2.Delivery.Sequence != 10 {
+		t.Fatalf("resume from to_cursor: %+v", d2)
+	}
+	if r2 := s2.event(); r2.Type != "event.replayed" || r2.Payload.EventsReplayed != 1 {
+		t.Fatalf("after the second replay: %+v", r2)
+	}
+}
+
+func TestSSEDRejects(t *testing.T) {
+	e := newSSEEnv(t, delivery.SSEConfig{})
+	c := cursor.Cursor{Partitions: 1, Offsets: []cursor.PartitionOffset{{Partition: 0, Offset: 0}}}
+	other, err := e.kr.Encode("other", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKey, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("not the server's secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := wrongKey.Encode(gateway.DevTenant, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, query, lastEventID, detail string
+	}{
+		{"no filter", "", "", ""},
+		{"forged cursor", "types=*&from_cursor=" + forged, "", "invalid_cursor"},
+		{"foreign cursor", "types=*&delivery_mode=replayable&from_cursor=" + other, "", "cursor_tenant_mismatch"},
+		{"forged Last-Event-ID", "types=*", forged, "invalid_cursor"},
+		{"garbage Last-Event-ID", "types=*", "garbage!", "invalid_cursor"},
+		{"at_least_once", "types=*&delivery_mode=at_least_once", "", ""},
+		{"best_effort replay", "types=*&delivery_mode=best_effort&from_cursor=x", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := map[string]string{}
+			if tc.lastEventID != "" {
+				hdr["Last-Event-ID"] = tc.lastEventID
+			}
+			s, resp := e.open(tc.query, hdr)
+			if s != nil {
+				t.Fatal("stream opened")
+			}
+			defer resp.Body.Close()
+			var body struct {
+				Error struct {
+					Code      string            `json:"code"`
+					Retryable bool              `json:"retryable"`
+					Details   map[string]string `json:"details"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || body.Error.Code != "subscription_rejected" || body.Error.Retryable {
+				t.Fatalf("%d %+v", resp.StatusCode, body)
+			}
+			if tc.detail != "" && body.Error.Details["cursor_error"] != tc.detail {
+				t.Fatalf("details %v, want cursor_error %s", body.Error.Details, tc.detail)
+			}
+		})
+	}
+}
+
+func TestSSEDHeartbeat(t *testing.T) {
+	e := newSSEEnv(t, delivery.SSEConfig{Heartbeat: 20 * time.Millisecond})
+	s, resp := e.open("types=*", nil)
+	if got := resp.Header.Get("X-Accel-Buffering"); got != "no" || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if m.comment == "heartbeat" {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no heartbeat")
+		}
+	}
+}
