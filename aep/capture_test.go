@@ -631,3 +631,167 @@ func TestDownlevelErrors(t *testing.T) {
 		t.Errorf("D event: changed=%v err=%v", changed, err)
 	}
 }
+
+// loadAnnotations returns the schema annotations of testdata, the
+// independent reference for the fuzz targets' leak check.
+func loadAnnotations(tb testing.TB) map[string]map[string]string {
+	var f struct{ Types map[string]map[string]string }
+	readJSON(tb, "testdata/r-capture-annotations.json", &f)
+	return f.Types
+}
+
+// leakPath returns the dotted path (run.py's convention) of a member in v
+// whose annotation is above target, or "".
+func leakPath(ann map[string]string, v any, path string, target Capture) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, m := range x {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if lvl, ok := ParseCapture(ann[p]); ok && lvl > target {
+				return p
+			}
+			if l := leakPath(ann, m, p, target); l != "" {
+				return l
+			}
+		}
+	case []any:
+		for _, m := range x {
+			if l := leakPath(ann, m, path+"[]", target); l != "" {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// checkDownlevel is the property every Downlevel call must have: no panic;
+// an error returns nothing; the output is valid JSON; an unchanged event is
+// raw itself; a changed valid R event is still a valid R event with the same
+// routing attributes, at a level at or below both the ceiling and its own,
+// never redacted from full, with no member annotated above that level and
+// no data at all for an unannotated type or at none; and a second pass at
+// the same ceiling changes nothing.
+func checkDownlevel(t *testing.T, ann map[string]map[string]string, raw []byte, ceiling Capture) {
+	out, changed, err := Downlevel(raw, ceiling, Limits{})
+	if err != nil {
+		if out != nil || changed || AsError(err) == nil {
+			t.Fatalf("error %v with out=%q changed=%v", err, out, changed)
+		}
+		if ceiling.Valid() && Detect(raw) == DialectR {
+			if _, perr := Parse(raw, Limits{}); perr == nil {
+				t.Fatalf("valid R event refused: %v", err)
+			}
+		}
+		return
+	}
+	if !json.Valid(out) {
+		t.Fatalf("invalid JSON out of %q:\n%q", raw, out)
+	}
+	if !changed {
+		if len(raw) > 0 && &out[0] != &raw[0] || len(out) != len(raw) {
+			t.Fatal("unchanged output is not raw")
+		}
+	}
+	again, ch, err := Downlevel(out, ceiling, Limits{})
+	if err != nil || ch || !bytes.Equal(again, out) {
+		t.Fatalf("not idempotent: changed=%v err=%v\n%s", ch, err, out)
+	}
+	a, err := Parse(raw, Limits{})
+	if err != nil || a.Dialect != DialectR {
+		return
+	}
+	b, err := Parse(out, Limits{})
+	if err != nil {
+		t.Fatalf("valid event became invalid: %v\n in %s\nout %s", err, raw, out)
+	}
+	level, got := EventCapture(&a), EventCapture(&b)
+	if got > ceiling && changed || got > level || (level == CaptureFull && got == CaptureRedacted) || changed != (level > ceiling) {
+		t.Fatalf("levels: in %s, ceiling %s, out %s, changed %v", level, ceiling, got, changed)
+	}
+	a.Capture, b.Capture = "", ""
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("routing attributes changed:\n%+v\n%+v", a, b)
+	}
+	if !changed {
+		return
+	}
+	var ev struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(out, &ev); err != nil {
+		t.Fatal(err)
+	}
+	types, has := ann[a.Type]
+	if ev.Data != nil && (got == CaptureNone || !has || len(types) == 0) {
+		t.Fatalf("data kept at %s for type %q:\n%s", got, a.Type, out)
+	}
+	if ev.Data != nil {
+		var data any
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if p := leakPath(types, data, "", got); p != "" {
+			t.Fatalf("%s kept at %s:\n%s", p, got, out)
+		}
+	}
+}
+
+func fuzzSeeds(f *testing.F) {
+	for _, c := range downlevelCases(f) {
+		f.Add([]byte(c.Event), uint8(mustCapture(f, c.Ceiling)))
+	}
+	f.Add([]byte(`{`+env+`,"capture":"full","\u0064ata":{"res\u0075lt":"x","result":1}}`), uint8(CaptureMetadata))
+	f.Add([]byte(`{"aep_version":"0.1","id":"e","type":"t.x","source":"s","created_at":"2026-07-09T10:00:10Z"}`), uint8(CaptureNone))
+	f.Add([]byte(`{ "data" : {} , `+env+` }`), uint8(CaptureNone))
+}
+
+// FuzzDownlevel: checkDownlevel on arbitrary bytes and ceilings (including
+// the invalid 0 and 5), seeded with the fixture events.
+func FuzzDownlevel(f *testing.F) {
+	fuzzSeeds(f)
+	ann := loadAnnotations(f)
+	f.Fuzz(func(t *testing.T, raw []byte, ceiling uint8) {
+		checkDownlevel(t, ann, raw, Capture(ceiling%6))
+	})
+}
+
+// FuzzDownlevelData splices fuzzed data into a valid envelope of an
+// annotated type, so that the pruning walk, not the envelope scan, is what
+// gets explored.
+func FuzzDownlevelData(f *testing.F) {
+	ann := loadAnnotations(f)
+	types := make([]string, 0, len(gateTypes))
+	for typ := range gateTypes {
+		types = append(types, typ)
+	}
+	sort.Strings(types)
+	for _, c := range downlevelCases(f) {
+		var ev struct {
+			Type string
+			Data json.RawMessage
+		}
+		if json.Unmarshal(c.Event, &ev) == nil && ev.Data != nil {
+			f.Add(uint8(slices.Index(types, ev.Type)+1), uint8(CaptureFull), uint8(CaptureMetadata), []byte(ev.Data))
+		}
+	}
+	f.Add(uint8(0), uint8(CaptureFull), uint8(CaptureMetadata), []byte(`{"a":[{"b":"c"}]}`))
+	f.Fuzz(func(t *testing.T, typ, level, ceiling uint8, data []byte) {
+		tn := "x.acme.tool.blob"
+		if i := int(typ) % (len(types) + 1); i > 0 {
+			tn = types[i-1]
+		}
+		seq := `,"seq":1`
+		if isForeignEmitterR([]byte(tn)) {
+			seq = ""
+		}
+		raw := []byte(`{"aep":"0.1","id":"F1","type":"` + tn + `","subject":"S","time":"2026-07-03T10:00:00Z","source":"aep://h/agent/a","agent":"a","session":"s1"` + seq +
+			`,"capture":"` + Capture(level%4+1).String() + `","data":` + string(data) + `}`)
+		if strings.HasPrefix(tn, "agent.") {
+			raw = bytes.Replace(raw, []byte(`,"session":"s1"`+seq), nil, 1)
+		}
+		checkDownlevel(t, ann, raw, Capture(ceiling%4+1))
+	})
+}
