@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"time"
@@ -172,6 +173,32 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		}
 	}
 	return firstErr
+}
+
+// admit applies the tenant's rate limit to n events. It reports false after
+// answering 429 in the dialect's shape: the request is refused whole.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, d aep.Dialect, n int) bool {
+	if s.limiter == nil {
+		return true
+	}
+	wait, ok := s.limiter.take(TenantFrom(r.Context()), n)
+	if ok {
+		return true
+	}
+	s.metrics.rejected(d, "rate", n)
+	msg := fmt.Sprintf("the tenant's ingest rate limit is exceeded; retry after %s", wait.Round(time.Millisecond))
+	retryable := wait >= 0
+	if !retryable {
+		msg = fmt.Sprintf("a request of %d events exceeds the tenant's burst; send smaller batches", n)
+		wait = time.Second
+	}
+	w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
+	if d == aep.DialectD {
+		writeD(w, http.StatusTooManyRequests, limitCode(d), msg, retryable)
+	} else {
+		writeR(w, http.StatusTooManyRequests, limitCode(d), msg)
+	}
+	return false
 }
 
 // readBody reads a request body bounded by the body limit. A body over the

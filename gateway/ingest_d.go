@@ -79,6 +79,9 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.batchSize.WithLabelValues(d.String()).Observe(float64(len(frames)))
+	if !s.admit(w, r, d, len(frames)) {
+		return
+	}
 
 	outs, _ := s.ingest.validate(d, frames)
 	resp := dIngestResponse{Errors: []dEventError{}, Positions: make([]dPosition, 0, len(outs))}

@@ -77,6 +77,9 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.batchSize.WithLabelValues(d.String()).Observe(float64(len(frames)))
+	if !s.admit(w, r, d, len(frames)) {
+		return
+	}
 
 	outs, ok := s.ingest.validate(d, frames)
 	if !ok {

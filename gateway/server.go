@@ -30,6 +30,8 @@ type Config struct {
 	KeyStrategy partitioning.KeyStrategy
 	// WriteTimeout bounds one ingest request's wait for Kafka. Zero means 30s.
 	WriteTimeout time.Duration
+	// RateLimit bounds each tenant's ingest rate. Zero disables it.
+	RateLimit RateLimit
 	// ReadyInterval is the broker probe period. Zero means 2s.
 	ReadyInterval time.Duration
 	Logger        zerolog.Logger
@@ -53,6 +55,7 @@ type Server struct {
 	metrics *metrics
 	ingest  *ingestor
 	ready   *readiness
+	limiter *tenantLimiter // nil when rate limiting is off
 	router  chi.Router
 
 	startOnce, shutdownOnce sync.Once
@@ -88,6 +91,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
 		},
 		ready: newReadiness(deps.Pinger, cfg.ReadyInterval, m),
+	}
+	if cfg.RateLimit.enabled() {
+		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)
 	}
 	s.router = s.routes()
 	return s, nil

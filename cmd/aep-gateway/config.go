@@ -43,6 +43,8 @@ type config struct {
 	MaxBodyBytes   int64
 	MaxEventBytes  int
 	MaxBatchEvents int
+	RateLimit      float64
+	RateBurst      int
 
 	WriteTimeout    time.Duration
 	ShutdownTimeout time.Duration
@@ -101,6 +103,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.MaxEventBytes, "max-event-bytes", 512<<10, "largest single event")
 	fs.Int(&c.MaxBatchEvents, "max-batch-events", 1000, "most events in one ingest request")
 
+	fs.Float64(&c.RateLimit, "rate-limit", 0, "events per second one tenant may ingest (token bucket; 0: unlimited); over it, 429 with the dialect's limit error and Retry-After")
+	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
@@ -156,6 +160,9 @@ func (c config) validate() error {
 	}
 	if c.MaxEventBytes < 1024 || int64(c.MaxEventBytes) > c.MaxBodyBytes {
 		return fmt.Errorf("--max-event-bytes %d: want at least 1024 and at most --max-body-bytes", c.MaxEventBytes)
+	}
+	if c.RateLimit < 0 || c.RateBurst < 0 {
+		return errors.New("--rate-limit and --rate-burst must not be negative")
 	}
 	if c.MaxBatchEvents < 1 {
 		return fmt.Errorf("--max-batch-events %d: want at least 1", c.MaxBatchEvents)

@@ -86,3 +86,15 @@ func (fs *flagSet) Duration(p *time.Duration, name string, def time.Duration, us
 	}
 	fs.DurationVar(p, name, def, fs.usage(name, usage))
 }
+
+func (fs *flagSet) Float64(p *float64, name string, def float64, usage string) {
+	if v, ok := fs.env(name); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			fs.envErrs = append(fs.envErrs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+		} else {
+			def = f
+		}
+	}
+	fs.Float64Var(p, name, def, fs.usage(name, usage))
+}

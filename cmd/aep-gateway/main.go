@@ -120,6 +120,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
 		},
 		Keys: keys, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
+		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 	}, deps)
 	if err != nil {
 		return err

@@ -1,0 +1,244 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/delivery"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultPing             = 15 * time.Second
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultQueue            = 1024
+	DefaultMaxFrom          = 64
+	DefaultMaxSubscriptions = 16
+	DefaultOutbound         = 256
+	DefaultDedupe           = 1 << 16
+	DefaultTrackedSessions  = 256
+)
+
+// ErrClosed is returned by Relay methods after Close.
+var ErrClosed = errors.New("relay: closed")
+
+// TopicEnsurer creates a tenant's topics (events and index) on first use.
+// *partitioning.Provisioner satisfies it.
+type TopicEnsurer interface {
+	Ensure(ctx context.Context, tenant string) (partitioning.TopicInfo, error)
+}
+
+// Config configures a Relay. Zero fields mean the documented defaults.
+type Config struct {
+	// Engine delivers events. Required. The Relay does not close it.
+	Engine *delivery.Engine
+	// Server writes WebSocket emitters' events (Server.Ingest). Nil
+	// refuses the emitter role.
+	Server *gateway.Server
+	// ClientOpts reach the cluster for the per-tenant Indexer and
+	// Resolver (seed brokers, TLS, SASL). Required.
+	ClientOpts []kgo.Opt
+	// Naming must match the ingest side's.
+	Naming partitioning.Naming
+	// Topics, when set, creates the tenant's topics (including the index
+	// topic the Indexer writes to) before its first resume.
+	Topics TopicEnsurer
+	// Index tunes the Indexer's checkpoint spacing (Distance, Every);
+	// topic names, group and client options are filled in per tenant.
+	Index cursor.IndexerConfig
+
+	// Ping is the SSE heartbeat and WebSocket ping period (AEP-0003 §3.3
+	// rule 4, §3.5 rule 5). Zero means DefaultPing; it must not exceed 30s.
+	Ping time.Duration
+	// WriteTimeout bounds one write to a client. Zero means
+	// DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// Queue is each subscription's delivery queue (lossless: overflowing
+	// it ends the stream so the client resumes). Zero means DefaultQueue.
+	Queue int
+	// MaxFrom bounds the resume positions of one subscription. Zero means
+	// DefaultMaxFrom.
+	MaxFrom int
+	// MaxSubscriptions bounds the subscriptions of one WebSocket
+	// connection. Zero means DefaultMaxSubscriptions.
+	MaxSubscriptions int
+	// Outbound is a WebSocket connection's outbound frame queue. Zero
+	// means DefaultOutbound.
+	Outbound int
+	// Dedupe bounds the (source, id) pairs remembered during one replay.
+	// Zero means DefaultDedupe.
+	Dedupe int
+	// ReplayBuffer is the replay.buffer depth advertised in hello.
+	ReplayBuffer int
+	// OriginPatterns are the cross-origin hosts allowed to open WebSockets
+	// (coder/websocket AcceptOptions). Same-origin is always allowed.
+	OriginPatterns []string
+	// Limits bound events parsed for down-leveling (zero: aep defaults).
+	Limits aep.Limits
+	// FilterLimits bound filters (zero: filtering defaults).
+	FilterLimits filtering.Limits
+	Logger       zerolog.Logger
+}
+
+// Relay serves the dialect R consuming bindings.
+type Relay struct {
+	cfg Config
+
+	// ctx ends every stream and connection when Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // handlers in flight
+
+	mu      sync.Mutex
+	closed  bool
+	tenants map[string]*tenantIndex
+}
+
+// tenantIndex is a tenant's resume machinery, created once.
+type tenantIndex struct {
+	ready chan struct{}
+	ix    *cursor.Indexer
+	res   *cursor.Resolver
+	err   error
+}
+
+// New validates cfg and returns a Relay. Call Close when done.
+func New(cfg Config) (*Relay, error) {
+	if cfg.Engine == nil {
+		return nil, errors.New("relay: Config.Engine is required")
+	}
+	if len(cfg.ClientOpts) == 0 {
+		return nil, errors.New("relay: Config.ClientOpts must name the brokers")
+	}
+	if err := cfg.Naming.Validate(); err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	if cfg.Ping <= 0 {
+		cfg.Ping = DefaultPing
+	}
+	if cfg.Ping > 30*time.Second {
+		return nil, fmt.Errorf("relay: Ping %s exceeds the 30s AEP-0003 §3.3 asks for", cfg.Ping)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&cfg.Queue, DefaultQueue)
+	def(&cfg.MaxFrom, DefaultMaxFrom)
+	def(&cfg.MaxSubscriptions, DefaultMaxSubscriptions)
+	def(&cfg.Outbound, DefaultOutbound)
+	def(&cfg.Dedupe, DefaultDedupe)
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Relay{cfg: cfg, ctx: ctx, cancel: cancel, tenants: map[string]*tenantIndex{}}, nil
+}
+
+// enter registers a handler in flight; false after Close.
+func (rl *Relay) enter() bool {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.closed {
+		return false
+	}
+	rl.wg.Add(1)
+	return true
+}
+
+// Close ends every SSE stream and WebSocket connection (with a closing
+// frame), waits for their handlers, then stops the indexers and resolvers.
+// Handlers called after Close answer 503. It is idempotent.
+func (rl *Relay) Close() {
+	rl.mu.Lock()
+	if rl.closed {
+		rl.mu.Unlock()
+		return
+	}
+	rl.closed = true
+	rl.mu.Unlock()
+	rl.cancel()
+	rl.wg.Wait()
+	rl.mu.Lock()
+	tenants := rl.tenants
+	rl.tenants = map[string]*tenantIndex{}
+	rl.mu.Unlock()
+	for _, ti := range tenants {
+		<-ti.ready
+		if ti.res != nil {
+			ti.res.Close()
+		}
+		if ti.ix != nil {
+			if err := ti.ix.Close(); err != nil {
+				rl.cfg.Logger.Warn().Err(err).Msg("relay: indexer stopped early")
+			}
+		}
+	}
+}
+
+// resolver returns the tenant's Resolver, starting its Indexer and Resolver
+// on first use. A failed start is forgotten so a later call retries.
+func (rl *Relay) resolver(ctx context.Context, tenant string) (*cursor.Resolver, error) {
+	rl.mu.Lock()
+	if rl.closed {
+		rl.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ti, ok := rl.tenants[tenant]
+	if !ok {
+		ti = &tenantIndex{ready: make(chan struct{})}
+		rl.tenants[tenant] = ti
+		rl.mu.Unlock()
+		ti.ix, ti.res, ti.err = rl.startIndex(ctx, tenant)
+		close(ti.ready)
+		if ti.err != nil {
+			rl.mu.Lock()
+			if rl.tenants[tenant] == ti {
+				delete(rl.tenants, tenant)
+			}
+			rl.mu.Unlock()
+		}
+		return ti.res, ti.err
+	}
+	rl.mu.Unlock()
+	select {
+	case <-ti.ready:
+		return ti.res, ti.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (rl *Relay) startIndex(ctx context.Context, tenant string) (*cursor.Indexer, *cursor.Resolver, error) {
+	if rl.cfg.Topics != nil {
+		if _, err := rl.cfg.Topics.Ensure(ctx, tenant); err != nil {
+			return nil, nil, fmt.Errorf("relay: ensure topics: %w", err)
+		}
+	}
+	events, index := rl.cfg.Naming.Events(tenant), rl.cfg.Naming.Index(tenant)
+	icfg := rl.cfg.Index
+	icfg.EventsTopic, icfg.IndexTopic, icfg.Group = events, index, events+".indexer"
+	icfg.ClientOpts = rl.cfg.ClientOpts
+	ix, err := cursor.NewIndexer(icfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("relay: indexer: %w", err)
+	}
+	res, err := cursor.NewResolver(cursor.ResolverConfig{EventsTopic: events, IndexTopic: index, ClientOpts: rl.cfg.ClientOpts})
+	if err != nil {
+		_ = ix.Close()
+		return nil, nil, fmt.Errorf("relay: resolver: %w", err)
+	}
+	return ix, res, nil
+}
