@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,6 +20,24 @@ func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
 	g.srv.Mount(aep.DialectD, "/probe", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, TenantFrom(r.Context()))
 	}))
+	g.srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "stream")
+	}))
+	// The GET beside the built-in POST must leave the POST alone.
+	if resp := g.post("/aep/events", "application/json", map[string]string{"Authorization": "Bearer k"}, []byte(dEvent(7, "s"))); resp.status != http.StatusAccepted {
+		t.Fatalf("POST /aep/events after MountMethod GET: %d %s", resp.status, resp.body)
+	}
+	sreq, _ := http.NewRequest(http.MethodGet, g.http.URL+"/aep/events", nil)
+	sreq.Header.Set("Authorization", "Bearer k")
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbody, _ := io.ReadAll(sresp.Body)
+	sresp.Body.Close()
+	if string(sbody) != "stream" {
+		t.Fatalf("GET /aep/events: %d %s", sresp.StatusCode, sbody)
+	}
 	req, _ := http.NewRequest(http.MethodGet, g.http.URL+"/probe", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -47,8 +66,12 @@ func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
 	if res[1].Err == nil || res[1].Err.Code != aep.CodeDInvalidEnvelope || res[2].Err == nil {
 		t.Fatalf("invalid events: %+v / %+v", res[1].Err, res[2].Err)
 	}
-	recs := g.readAll("aep.acme.events", 1)
-	if len(recs) != 1 || recs[0].Offset != res[0].Offset || recs[0].Partition != res[0].Partition {
+	recs := g.readAll("aep.acme.events", 2)
+	found := false
+	for _, r := range recs {
+		found = found || (r.Offset == res[0].Offset && r.Partition == res[0].Partition && string(r.Value) == dEvent(0, "s1"))
+	}
+	if len(recs) != 2 || !found {
 		t.Fatalf("records %v, result %+v", recs, res[0])
 	}
 }
