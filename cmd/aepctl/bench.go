@@ -180,7 +180,7 @@ type PhaseReport struct {
 	Events   int // events sent
 	Accepted int
 	Rejected int // refused by the gateway as invalid
-	Failed   int // not taken for another reason (5xx, connection, Kafka error)
+	Failed   int // not taken for another reason (5xx, 429, connection, Kafka error)
 	// ByStatus counts requests by outcome: the HTTP status ("202", "503"),
 	// "error" for no answer, "ok" for a Kafka produce call that succeeded,
 	// or the Kafka error.
@@ -305,7 +305,7 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
-	for k := 0; sent < cfg.MaxEvents; k++ {
+	for k := 0; sent < cfg.MaxEvents && ctx.Err() == nil; k++ {
 		now := time.Now()
 		if cfg.Rate > 0 {
 			due := start.Add(time.Duration(float64(k*cfg.Batch) / cfg.Rate * float64(time.Second)))
@@ -389,7 +389,7 @@ func (h httpSender) send(ctx context.Context, b *loadBatch) outcome {
 		return outcome{failed: n, status: "error"}
 	}
 	o := outcome{accepted: res.Accepted, status: fmt.Sprint(res.Status)}
-	if res.Status >= 500 {
+	if res.Status >= 500 || res.Status == http.StatusTooManyRequests {
 		o.failed = n - res.Accepted
 	} else {
 		o.rejected = res.Rejected

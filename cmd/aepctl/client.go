@@ -100,6 +100,10 @@ type Result struct {
 	// Invalid is R's count of invalid events when more than one failed.
 	Invalid int
 	Errors  []EventError
+	// Retryable reports a whole-request refusal that may succeed later: a
+	// 5xx, or a 429 whose error the server did not mark retryable:false (D
+	// does when a batch exceeds the tenant's burst; R bodies carry no flag).
+	Retryable bool
 	// Attempts is how many requests SendRetry made (1 for Send).
 	Attempts int
 	// RetryAfter is the server's Retry-After, when it sent one.
@@ -145,8 +149,10 @@ func (c *Client) Send(ctx context.Context, d aep.Dialect, body []byte, n int) (R
 	return res, nil
 }
 
-// SendRetry is Send, repeated with the same bytes while the answer is a 5xx
-// or the connection failed, up to c.Retry.Attempts. Resending is safe
+// SendRetry is Send, repeated with the same bytes while the answer is a 5xx,
+// a retryable 429 (rate limited; Retry-After is honoured up to
+// c.Retry.Max) or the connection failed, up to c.Retry.Attempts. Other 4xx
+// answers are never retried. Resending is safe
 // because the events carry their ids (the gateway does not dedupe; consumers
 // do, on the id). onRetry, when not nil, is told about each retry.
 func (c *Client) SendRetry(ctx context.Context, d aep.Dialect, body []byte, n int, onRetry func(attempt int, res Result, err error, wait time.Duration)) (Result, error) {
@@ -175,7 +181,7 @@ func retryable(res Result, err error) bool {
 	if err != nil {
 		return true
 	}
-	return res.Status >= 500
+	return res.Retryable
 }
 
 // wireResult is the union of both dialects' response bodies.
@@ -208,8 +214,18 @@ type wireErr struct {
 }
 
 // decodeResult reads a response of either dialect; n is the number of events
-// sent, used when the body does not say how many were refused.
+// sent, used when the body does not say how many were refused. Accepted and
+// Rejected are clamped to [0, n] whatever the server claims.
 func decodeResult(status int, raw []byte, n int) Result {
+	res := decodeBody(status, raw, n)
+	res.Retryable = status >= 500 || (status == http.StatusTooManyRequests && res.Retryable)
+	n = max(n, 0)
+	res.Accepted = min(max(res.Accepted, 0), n)
+	res.Rejected = min(max(res.Rejected, 0), n-res.Accepted)
+	return res
+}
+
+func decodeBody(status int, raw []byte, n int) Result {
 	res := Result{Status: status}
 	var w wireResult
 	if err := json.Unmarshal(raw, &w); err != nil {
@@ -235,9 +251,11 @@ func decodeResult(status int, raw []byte, n int) Result {
 		_ = json.Unmarshal(w.Error, &e)
 		res.Code, res.Detail = e.Code, e.Message
 		res.Rejected = n
+		res.Retryable = e.Retryable
 	case len(w.Error) > 0: // R error body
 		_ = json.Unmarshal(w.Error, &res.Code)
 		res.Detail = w.Detail
+		res.Retryable = true // R has no flag: only the status decides
 		res.Rejected = n - res.Accepted
 		if w.Index != nil {
 			res.Errors = append(res.Errors, EventError{Index: *w.Index, Code: res.Code, Field: w.Field, Message: w.Detail})

@@ -192,7 +192,7 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 		fmt.Fprintf(p.errw, "%s: attempt %d: %s; retrying in %v\n", span, attempt, failureText(res, err), wait.Round(time.Millisecond))
 	})
 	p.sum.Requests++
-	if err != nil || res.Status >= 500 {
+	if err != nil || res.Retryable {
 		p.sum.Accepted += res.Accepted
 		p.sum.Failed += len(lines) - res.Accepted
 		fmt.Fprintf(p.out, "%s: failed after %d attempts: %s; %d accepted\n", span, res.Attempts, failureText(res, err), res.Accepted)

@@ -96,6 +96,7 @@ func TestPublishRejectedLineExitsOne(t *testing.T) {
 // target; it counts every request and keeps the bodies.
 type flakyProxy struct {
 	fail   int32
+	status int // of the failures; zero means 503
 	hits   atomic.Int32
 	bodies chan []byte
 	proxy  *httputil.ReverseProxy
@@ -111,6 +112,11 @@ func (f *flakyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n <= f.fail {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "1")
+		if f.status == http.StatusTooManyRequests {
+			w.WriteHeader(f.status)
+			fmt.Fprint(w, `{"error":"limit-exceeded","detail":"the tenant's ingest rate limit is exceeded; retry after 1s"}`)
+			return
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprint(w, `{"error":"unavailable","detail":"the event log did not take every event","accepted":0}`)
 		return
@@ -157,6 +163,18 @@ func TestPublishRetries503WithSameBytes(t *testing.T) {
 				t.Fatalf("topic holds %d records, want 10", n)
 			}
 		})
+	}
+}
+
+func TestPublishRetriesRateLimit(t *testing.T) {
+	g := newTestGateway(t)
+	f, u := newFlakyProxy(t, g.url, 1)
+	f.status = http.StatusTooManyRequests
+	var out, errb bytes.Buffer
+	sum, err := Publish(context.Background(), &Client{BaseURL: u, Retry: fastRetry}, strings.NewReader(genLines(t, aep.DialectR, 4)),
+		PublishOptions{}, &out, &errb)
+	if err != nil || sum.Accepted != 4 || f.hits.Load() != 2 {
+		t.Fatalf("err %v, summary %+v, hits %d", err, sum, f.hits.Load())
 	}
 }
 

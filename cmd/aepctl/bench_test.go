@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+func TestBenchFixedRateWithBaseline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for about 2s")
+	}
+	for _, d := range []aep.Dialect{aep.DialectR, aep.DialectD} {
+		t.Run(d.String(), func(t *testing.T) {
+			g := newTestGateway(t)
+			const rate, batch = 200, 10
+			rep, err := RunBench(context.Background(), BenchConfig{
+				Dialect: d, URL: g.url, Rate: rate, Duration: time.Second, Concurrency: 2, Batch: batch, Sessions: 5,
+				BaselineBrokers: g.cluster.ListenAddrs(), BaselinePartitions: 3,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []PhaseReport{rep.Gateway, *rep.Baseline} {
+				// The schedule holds rate×1s events; a starved machine may cut
+				// it short at the hard bound, never exceed it.
+				if p.Events <= 0 || p.Events > rate || p.Events%batch != 0 {
+					t.Fatalf("%s: sent %d events, want a multiple of %d in (0, %d]", p.Name, p.Events, batch, rate)
+				}
+				if p.Accepted != p.Events || p.Rejected != 0 || p.Failed != 0 || p.Requests != p.Events/batch {
+					t.Fatalf("%s: %+v", p.Name, p)
+				}
+				if l := p.Latency; l.Count != uint64(p.Requests) || l.Max <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
+					t.Fatalf("%s: latency %+v", p.Name, l)
+				}
+				if p.AcceptedPerSec() <= 0 {
+					t.Fatalf("%s: no rate", p.Name)
+				}
+			}
+			if n := rep.Gateway.ByStatus["202"]; n != rep.Gateway.Requests || len(rep.Gateway.ByStatus) != 1 {
+				t.Fatalf("gateway statuses %v", rep.Gateway.ByStatus)
+			}
+			if n := rep.Baseline.ByStatus["ok"]; n != rep.Baseline.Requests || len(rep.Baseline.ByStatus) != 1 {
+				t.Fatalf("baseline statuses %v", rep.Baseline.ByStatus)
+			}
+			if got := g.records(devTopic); got != int64(rep.Gateway.Accepted) {
+				t.Fatalf("gateway topic holds %d, accepted %d", got, rep.Gateway.Accepted)
+			}
+			if got := g.records("aepctl.bench.baseline"); got != int64(rep.Baseline.Accepted) {
+				t.Fatalf("baseline topic holds %d, accepted %d", got, rep.Baseline.Accepted)
+			}
+			if rep.Ratio() <= 0 {
+				t.Fatal("no ratio")
+			}
+			// Both phases sent the same bytes.
+			if rep.Gateway.Events == rep.Baseline.Events {
+				gv, bv := g.readValues(devTopic, rep.Gateway.Events), g.readValues("aepctl.bench.baseline", rep.Baseline.Events)
+				if !sameSet(gv, bv) {
+					t.Fatal("the gateway and the baseline topics hold different events")
+				}
+			}
+		})
+	}
+}
+
+func sameSet(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, v := range a {
+		m[string(v)]++
+	}
+	for _, v := range b {
+		m[string(v)]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBenchMaxStopsAtEventBound(t *testing.T) {
+	g := newTestGateway(t)
+	rep, err := RunBench(context.Background(), BenchConfig{URL: g.url, Duration: time.Minute, MaxEvents: 250, Batch: 100, Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 + 100 + 50: the last batch is cut to the bound.
+	if p := rep.Gateway; p.Events != 250 || p.Accepted != 250 || p.Requests != 3 {
+		t.Fatalf("%+v", p)
+	}
+}
+
+func TestBenchCountsRejectedAndFailed(t *testing.T) {
+	g := newTestGateway(t)
+	t.Run("rejected", func(t *testing.T) {
+		// 600 KB events are over the gateway's 512 KiB per-event limit: 413.
+		rep, err := RunBench(context.Background(), BenchConfig{URL: g.url, Duration: time.Minute, MaxEvents: 2, Batch: 1, Size: 600_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.Gateway; p.Rejected != 2 || p.Accepted != 0 || p.Failed != 0 || p.ByStatus["413"] != 2 {
+			t.Fatalf("%+v", p)
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		_, u := newFlakyProxy(t, g.url, 1000) // always 503
+		rep, err := RunBench(context.Background(), BenchConfig{URL: u, Duration: time.Minute, MaxEvents: 30, Batch: 10, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.Gateway; p.Failed != 30 || p.Accepted != 0 || p.Rejected != 0 || p.ByStatus["503"] != 3 {
+			t.Fatalf("%+v", p)
+		}
+	})
+}
+
+func TestBenchRefusesRemoteTargets(t *testing.T) {
+	tests := []BenchConfig{
+		{URL: "http://192.0.2.1:8080"},
+		{URL: "http://127.0.0.1:8080", BaselineBrokers: []string{"192.0.2.1:9092"}},
+	}
+	for _, c := range tests {
+		if _, err := RunBench(context.Background(), c); !errors.Is(err, errRemote) {
+			t.Errorf("%v %v: err %v, want errRemote", c.URL, c.BaselineBrokers, err)
+		}
+	}
+	if _, err := RunBench(context.Background(), BenchConfig{URL: "ftp://127.0.0.1"}); err == nil {
+		t.Error("ftp URL accepted")
+	}
+}
+
+func TestBenchCancelStopsEverything(t *testing.T) {
+	g := newTestGateway(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := RunBench(ctx, BenchConfig{URL: g.url, Duration: time.Minute, Rate: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Gateway.Events != 0 || rep.Gateway.Requests != 0 {
+		t.Fatalf("%+v", rep.Gateway)
+	}
+}

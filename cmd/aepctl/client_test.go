@@ -1,0 +1,93 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestDecodeResult(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		n      int
+		want   Result
+	}{
+		{"R accepted", 202, `{"accepted":2,"topic":"aep.default.events","positions":[{"index":0,"line":1,"partition":3,"offset":41}]}`, 2,
+			Result{Status: 202, Accepted: 2, Topic: "aep.default.events"}},
+		{"R invalid", 400, `{"error":"invalid-event","detail":"line 3: bad seq","field":"seq","line":3,"index":1,"invalid":2}`, 4,
+			Result{Status: 400, Rejected: 4, Code: "invalid-event", Detail: "line 3: bad seq", Invalid: 2,
+				Errors: []EventError{{Index: 1, Code: "invalid-event", Field: "seq", Message: "line 3: bad seq"}}}},
+		{"R body limit", 413, `{"error":"limit-exceeded","detail":"body too large"}`, 3,
+			Result{Status: 413, Rejected: 3, Code: "limit-exceeded", Detail: "body too large"}},
+		{"R version", 426, `{"versions":["0.1"]}`, 1,
+			Result{Status: 426, Rejected: 1, Code: "version", Detail: "the gateway supports AEP versions 0.1"}},
+		{"R partial 503", 503, `{"error":"unavailable","detail":"retry","accepted":1,"failed":[{"index":1,"line":2,"partition":-1,"offset":-1}],"positions":[]}`, 2,
+			Result{Status: 503, Accepted: 1, Rejected: 1, Code: "unavailable", Detail: "retry", Retryable: true,
+				Errors: []EventError{{Index: 1, Code: "unavailable", Message: "retry", Retryable: true}}}},
+		{"D mixed", 202, `{"accepted":2,"rejected":1,"errors":[{"event_index":1,"error":{"code":"invalid_event_type","message":"bad","retryable":false,"details":{"field":"type"}}}],"topic":"t","positions":[]}`, 3,
+			Result{Status: 202, Accepted: 2, Rejected: 1, Topic: "t",
+				Errors: []EventError{{Index: 1, Code: "invalid_event_type", Field: "type", Message: "bad"}}}},
+		{"D whole refusal", 415, `{"error":{"code":"protocol_error","message":"content type","retryable":false}}`, 5,
+			Result{Status: 415, Rejected: 5, Code: "protocol_error", Detail: "content type"}},
+		{"not JSON", 502, `<html>bad gateway</html>`, 2,
+			Result{Status: 502, Rejected: 2, Retryable: true, Code: "bad-response", Detail: `HTTP 502, body not JSON: "<html>bad gateway</html>"`}},
+		{"unknown JSON error", 500, `{}`, 2,
+			Result{Status: 500, Rejected: 2, Retryable: true, Code: "http-500", Detail: `{}`}},
+		{"R rate limited", 429, `{"error":"limit-exceeded","detail":"retry after 1s"}`, 2,
+			Result{Status: 429, Rejected: 2, Retryable: true, Code: "limit-exceeded", Detail: "retry after 1s"}},
+		{"D rate limited", 429, `{"error":{"code":"protocol_error","message":"retry after 1s","retryable":true}}`, 2,
+			Result{Status: 429, Rejected: 2, Retryable: true, Code: "protocol_error", Detail: "retry after 1s"}},
+		{"D over burst", 429, `{"error":{"code":"protocol_error","message":"send smaller batches","retryable":false}}`, 2,
+			Result{Status: 429, Rejected: 2, Code: "protocol_error", Detail: "send smaller batches"}},
+		{"D invalid is not retryable", 400, `{"error":{"code":"invalid_envelope","message":"x","retryable":true}}`, 1,
+			Result{Status: 400, Rejected: 1, Code: "invalid_envelope", Detail: "x"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := decodeResult(tc.status, []byte(tc.body), tc.n); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	p := RetryPolicy{Attempts: 5, Base: 100 * time.Millisecond, Max: time.Second}
+	tests := []struct {
+		n          int
+		retryAfter time.Duration
+		lo, hi     time.Duration
+	}{
+		{1, 0, 80 * time.Millisecond, 120 * time.Millisecond},
+		{2, 0, 160 * time.Millisecond, 240 * time.Millisecond},
+		{10, 0, 800 * time.Millisecond, 1200 * time.Millisecond},
+		{1, 500 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond},
+		{1, time.Minute, time.Second, time.Second},
+	}
+	for _, tc := range tests {
+		for range 20 {
+			if d := p.backoff(tc.n, tc.retryAfter); d < tc.lo || d > tc.hi {
+				t.Fatalf("backoff(%d, %v) = %v, want in [%v, %v]", tc.n, tc.retryAfter, d, tc.lo, tc.hi)
+			}
+		}
+	}
+}
+
+// FuzzDecodeResult: any answer from a server decodes without panicking and
+// never counts more events rejected than were sent, or fewer than none.
+func FuzzDecodeResult(f *testing.F) {
+	f.Add(202, []byte(`{"accepted":2,"topic":"x"}`), 2)
+	f.Add(400, []byte(`{"error":"invalid-event","index":-5}`), 1)
+	f.Add(202, []byte(`{"accepted":1,"rejected":1,"errors":[{"event_index":9,"error":{"code":"x"}}]}`), 2)
+	f.Add(415, []byte(`{"error":{"code":"protocol_error"}}`), 1)
+	f.Add(426, []byte(`{"versions":[]}`), 1)
+	f.Add(503, []byte(`{"error":"unavailable","accepted":7}`), 3)
+	f.Fuzz(func(t *testing.T, status int, body []byte, n int) {
+		r := decodeResult(status, body, n)
+		if r.Accepted < 0 || r.Rejected < 0 || r.Accepted+r.Rejected > max(n, 0) {
+			t.Fatalf("n %d: accepted %d rejected %d", n, r.Accepted, r.Rejected)
+		}
+	})
+}
