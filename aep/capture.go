@@ -198,7 +198,10 @@ func (p *parser) downlevel(target Capture) []byte {
 			}
 			if keep {
 				out = append(out, b[pos:m.start]...)
-				w := pruner{b: b, out: out, target: target, p: p, data: m.start}
+				w := pruner{b: b, out: out, target: target, data: m.start}
+				if node == gateTypes["attention.requested"] {
+					w.agent, w.subject = p.strAttr(aAgent), p.strAttr(aSubject)
+				}
 				w.object(m.start, node)
 				out = w.out
 				pos = m.end
@@ -236,6 +239,14 @@ func (p *parser) downlevel(target Capture) []byte {
 		pos = end
 	}
 	return append(out, b[pos:]...)
+}
+
+// strAttr returns the decoded value of a string attribute, or nil.
+func (p *parser) strAttr(a attr) []byte {
+	if m := p.get(a); m != nil && m.kind == vString {
+		return p.str(m)
+	}
+	return nil
 }
 
 // nameStart returns the offset of the opening quote of member k's name.
@@ -381,9 +392,10 @@ type pruner struct {
 	b       []byte
 	out     []byte
 	target  Capture
-	p       *parser // the envelope, for the synthesized prompt
-	data    int     // offset of the data object
-	scratch []byte  // decoded member names with escapes
+	agent   []byte // envelope agent and subject, for the synthesized
+	subject []byte // prompt; nil when absent
+	data    int    // offset of the data object
+	scratch []byte // decoded member names with escapes
 }
 
 func wsSkip(b []byte, i int) int {
@@ -441,7 +453,7 @@ type objMember struct {
 
 // members calls fn for each member of the object at b[i] == '{' and returns
 // the offset just past it. name is only valid during the call.
-func (w *pruner) members(i int, fn func(m *objMember)) int {
+func (w *pruner) members(i int, fn func(m objMember)) int {
 	b := w.b
 	i = wsSkip(b, i+1)
 	if b[i] == '}' {
@@ -461,7 +473,7 @@ func (w *pruner) members(i int, fn func(m *objMember)) int {
 		}
 		m.vStart = wsSkip(b, wsSkip(b, ne)+1)
 		m.vEnd = valEnd(b, m.vStart)
-		fn(&m)
+		fn(m)
 		i = wsSkip(b, m.vEnd)
 		if b[i] == '}' {
 			return i + 1
@@ -507,25 +519,25 @@ func (w *pruner) name(first *bool, m *objMember) {
 func (w *pruner) object(i int, n *gateNode) {
 	w.out = append(w.out, '{')
 	first := true
-	w.members(i, func(m *objMember) {
+	w.members(i, func(m objMember) {
 		e := n.edge(m.name)
 		switch {
 		case e == nil:
-			w.name(&first, m)
+			w.name(&first, &m)
 			w.out = append(w.out, w.b[m.vStart:m.vEnd]...)
 		case e.level > w.target:
 			// above the level: removed
 		case e.degrade != dgNone && w.target < CaptureRedacted:
-			w.degrade(&first, m, e.degrade)
+			w.degrade(&first, &m, e.degrade)
 		case e.node.gated():
 			c := w.b[m.vStart]
 			if (len(e.node.members) > 0 && c != '{') || (e.node.items != nil && c != '[') {
 				return // shape contradicts the schema: removed
 			}
-			w.name(&first, m)
+			w.name(&first, &m)
 			w.value(m.vStart, e.node)
 		default:
-			w.name(&first, m)
+			w.name(&first, &m)
 			w.out = append(w.out, w.b[m.vStart:m.vEnd]...)
 		}
 	})
@@ -578,10 +590,10 @@ func (w *pruner) degrade(first *bool, m *objMember, d degrade) {
 		w.name(first, m)
 		w.out = append(w.out, '{')
 		vf := true
-		w.members(m.vStart, func(v *objMember) {
+		w.members(m.vStart, func(v objMember) {
 			switch w.b[v.vStart] {
 			case 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-				w.name(&vf, v)
+				w.name(&vf, &v)
 				w.out = append(w.out, w.b[v.vStart:v.vEnd]...)
 			}
 		})
@@ -592,22 +604,21 @@ func (w *pruner) degrade(first *bool, m *objMember, d degrade) {
 // synthPrompt is the AEP-0003 §9.2 metadata prompt, "{agent} requests
 // {kind}: {subject}", built from envelope attributes and data.kind only.
 func (w *pruner) synthPrompt() []byte {
-	str := func(a attr) []byte {
-		if m := w.p.get(a); m != nil && m.kind == vString {
-			return w.p.str(m)
-		}
-		return nil
-	}
-	kind := []byte("attention")
-	w.members(w.data, func(m *objMember) {
+	s := make([]byte, 0, 64)
+	s = append(append(s, w.agent...), " requests "...)
+	kind := -1 // offset of the last string data.kind
+	w.members(w.data, func(m objMember) {
 		if string(m.name) == "kind" && w.b[m.vStart] == '"' {
-			kind = appendUnescaped(nil, w.b[m.vStart+1:m.vEnd-1])
+			kind = m.vStart
 		}
 	})
-	s := make([]byte, 0, 64)
-	s = append(append(append(s, str(aAgent)...), " requests "...), kind...)
-	if subj := str(aSubject); subj != nil {
-		s = append(append(s, ": "...), subj...)
+	if kind < 0 {
+		s = append(s, "attention"...)
+	} else {
+		s = appendUnescaped(s, w.b[kind+1:strEnd(w.b, kind)-1])
+	}
+	if w.subject != nil {
+		s = append(append(s, ": "...), w.subject...)
 	}
 	return s
 }
@@ -630,7 +641,7 @@ func (w *pruner) relabelArray(i int, fieldSpecs bool) {
 
 func (w *pruner) relabelObject(i int, fieldSpec bool) {
 	var id []byte // the label to write, as a JSON string, or nil
-	w.members(i, func(m *objMember) {
+	w.members(i, func(m objMember) {
 		if string(m.name) != "id" {
 			return
 		}
@@ -645,21 +656,21 @@ func (w *pruner) relabelObject(i int, fieldSpec bool) {
 	})
 	w.out = append(w.out, '{')
 	first, labelled := true, false
-	w.members(i, func(m *objMember) {
+	w.members(i, func(m objMember) {
 		switch {
 		case string(m.name) == "label":
 			if id != nil {
-				w.name(&first, m)
+				w.name(&first, &m)
 				w.out = append(w.out, id...)
 				labelled = true
 			}
 		case fieldSpec && string(m.name) == "choices":
 			if w.b[m.vStart] == '[' {
-				w.name(&first, m)
+				w.name(&first, &m)
 				w.relabelArray(m.vStart, false)
 			}
 		default:
-			w.name(&first, m)
+			w.name(&first, &m)
 			w.out = append(w.out, w.b[m.vStart:m.vEnd]...)
 		}
 	})

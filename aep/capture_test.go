@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -794,4 +795,81 @@ func FuzzDownlevelData(f *testing.F) {
 		}
 		checkDownlevel(t, ann, raw, Capture(ceiling%4+1))
 	})
+}
+
+// downlevelBenchEvents are full-capture tool.completed events of about 600 B
+// and 4 KiB (result and result_redacted carry the bulk, as real tool output
+// does), and a redacted kind:"form" attention.requested.
+func downlevelBenchEvents(tb testing.TB) []struct {
+	name string
+	raw  []byte
+} {
+	tool := func(size int) []byte {
+		var sb strings.Builder
+		for i := 0; sb.Len() < (size-560)/2; i++ {
+			sb.WriteString(`,"line` + strconv.Itoa(i) + `":"ok src/pkg/file` + strconv.Itoa(i) + `.go r\u00e9sum\u00e9"`)
+		}
+		res := `{"exit":0` + sb.String() + `}`
+		return []byte(`{"aep":"0.1","id":"01JX9YB3P4T9","type":"tool.completed","subject":"Bash","time":"2026-07-03T10:15:04.221Z",` +
+			`"source":"aep://host-a/agent/claude-code/session/s_8f2c","agent":"claude-code","session":"s_8f2c","run":"r_0042",` +
+			`"step":"turn-3","seq":187,"epoch":0,"cause":"01JX9YB2Z1QK","severity":"info","capture":"full","acmeregion":"eu-1",` +
+			`"data":{"tool":{"name":"Bash","call_id":"t_91"},"status":"success","duration_ms":1240,"result_digest":"a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5",` +
+			`"result":` + res + `,"result_redacted":` + res + `,"gen_ai.usage.input_tokens":142,"gen_ai.usage.output_tokens":87}}`)
+	}
+	form := []byte(`{"aep":"0.1","id":"DL3","type":"attention.requested","subject":"AskUserQuestion","time":"2026-07-03T10:00:02Z",` +
+		`"source":"aep://h/agent/claude-code","agent":"claude-code","session":"s1","seq":1,"capture":"redacted",` +
+		`"data":{"kind":"form","prompt":"Database: Which database should the new service use?","fields":[{"id":"1","type":"select",` +
+		`"label":"Database: Which database should the new service use?","required":true,"other":true,"choices":[{"id":"1","label":"PostgreSQL"},` +
+		`{"id":"2","label":"SQLite"}]},{"id":"2","type":"string","label":"Service name"}],"options":[{"id":"allow","label":"Allow"},{"id":"deny","label":"Deny"}],"respond_via":["control"]}}`)
+	evs := []struct {
+		name string
+		raw  []byte
+	}{{"tool-600B", tool(600)}, {"tool-4KiB", tool(4096)}, {"form-redacted", form}}
+	for _, e := range evs {
+		if _, err := Parse(e.raw, Limits{}); err != nil {
+			tb.Fatalf("%s: %v", e.name, err)
+		}
+	}
+	return evs
+}
+
+// BenchmarkDownlevel measures Downlevel to a metadata ceiling (the common
+// down-level), the unchanged path (ceiling at the event's level: one scan,
+// no allocation of output), and as the baseline json.Unmarshal into
+// map[string]any plus json.Marshal of the same event: the least a
+// map-based down-leveler does before removing anything.
+func BenchmarkDownlevel(b *testing.B) {
+	for _, ev := range downlevelBenchEvents(b) {
+		b.Run(ev.name+"/Downlevel-metadata", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ev.raw)))
+			for b.Loop() {
+				if _, ch, err := Downlevel(ev.raw, CaptureMetadata, Limits{}); err != nil || !ch {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(ev.name+"/Downlevel-unchanged", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ev.raw)))
+			for b.Loop() {
+				if _, ch, err := Downlevel(ev.raw, CaptureFull, Limits{}); err != nil || ch {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(ev.name+"/json.Unmarshal+Marshal", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(ev.raw)))
+			for b.Loop() {
+				var m map[string]any
+				if err := json.Unmarshal(ev.raw, &m); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := json.Marshal(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
