@@ -117,20 +117,45 @@ func bearerToken(r *http.Request) string {
 	return r.URL.Query().Get("access_token")
 }
 
-// authenticate resolves the tenant of each request: from the key store, or
-// DevTenant in development mode (keys == nil). Unauthenticated requests get
-// 401 in the dialect of the route.
-func authenticate(keys *KeyStore, unauthorized func(w http.ResponseWriter, r *http.Request)) func(http.Handler) http.Handler {
+// Authenticator maps bearer tokens to tenants: API keys, JWTs, or both.
+// The zero value (no keys, no JWT) is development mode: every request is
+// DevTenant.
+type Authenticator struct {
+	Keys *KeyStore
+	JWT  *JWTVerifier
+}
+
+// Dev reports whether the authenticator accepts every request unauthenticated.
+func (a Authenticator) Dev() bool { return a.Keys == nil && a.JWT == nil }
+
+// Tenant returns the tenant of a bearer token. A token of JWT shape is
+// checked as a JWT when a verifier is configured, otherwise as an API key.
+func (a Authenticator) Tenant(tok string) (string, bool) {
+	if a.Dev() {
+		return DevTenant, true
+	}
+	if tok == "" {
+		return "", false
+	}
+	if a.JWT != nil && looksLikeJWT(tok) {
+		t, err := a.JWT.Tenant(tok)
+		return t, err == nil
+	}
+	if a.Keys != nil {
+		return a.Keys.Tenant(tok)
+	}
+	return "", false
+}
+
+// authenticate resolves the tenant of each request through auth.
+// Unauthenticated requests get 401 in the dialect of the route.
+func authenticate(auth Authenticator, unauthorized func(w http.ResponseWriter, r *http.Request)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tenant := DevTenant
-			if keys != nil {
-				var ok bool
-				tenant, ok = keys.Tenant(bearerToken(r))
-				if !ok {
-					unauthorized(w, r)
-					return
-				}
+			tenant, ok := auth.Tenant(bearerToken(r))
+			if !ok {
+				unauthorized(w, r)
+				return
 			}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
 		})

@@ -20,9 +20,12 @@ import (
 // Config configures a Server. Zero fields mean the documented defaults.
 type Config struct {
 	Limits Limits
-	// Keys authenticates requests. Nil means development mode: every
-	// request is tenant "default" (the caller must make that loud).
+	// Keys authenticates requests by API key. With neither Keys nor JWT
+	// the server runs in development mode: every request is tenant
+	// "default" (the caller must make that loud).
 	Keys *KeyStore
+	// JWT authenticates bearer tokens that are JWTs (tenant from a claim).
+	JWT *JWTVerifier
 	// Naming derives tenant topic names (for responses); it must match the
 	// TopicResolver's.
 	Naming partitioning.Naming
@@ -109,8 +112,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.cfg.Keys, unauthorizedR)).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.cfg.Keys, unauthorizedD)).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), unauthorizedR)).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), unauthorizedD)).Post("/aep/events", s.handleIngestD)
 	return r
 }
 
@@ -123,6 +126,8 @@ func unauthorizedD(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
 	writeD(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "a valid bearer token is required", false)
 }
+
+func (s *Server) auth() Authenticator { return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT} }
 
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }

@@ -17,6 +17,12 @@ type config struct {
 	Listen               string
 	APIKeys              string
 	CursorKeys           string
+	JWTSecretFile        string
+	JWTPublicKey         string
+	JWTTenantClaim       string
+	JWTIssuer            string
+	JWTAudience          string
+	JWTLeeway            time.Duration
 	AllowUnauthenticated bool
 
 	KafkaBrokers       string
@@ -75,6 +81,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	}
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
+	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
+	fs.String(&c.JWTPublicKey, "jwt-public-key", "", "accept RS256 or ES256 JWT bearer tokens verified with this PEM public key")
+	fs.String(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT claim that names the tenant")
+	fs.String(&c.JWTIssuer, "jwt-issuer", "", "required JWT iss, when set")
+	fs.String(&c.JWTAudience, "jwt-audience", "", "required JWT aud, when set")
+	fs.Duration(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on JWT exp and nbf")
 	fs.String(&c.CursorKeys, "cursor-keys", "", "cursor signing key file: lines of \"<id 0-255> <hex secret, 32+ bytes>\", the first signs; every node of a deployment needs the same file (default: a key kept in --data-dir with the embedded broker, else a per-process random key)")
 	fs.Bool(&c.AllowUnauthenticated, "allow-unauthenticated", false, "allow development mode (no authentication) on a non-loopback listener; never in production")
 
@@ -172,11 +184,17 @@ func (c config) validate() error {
 	default:
 		return fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
 	}
-	if c.APIKeys == "" && !c.AllowUnauthenticated && !loopback(c.Listen) {
-		return fmt.Errorf("--listen %s is not a loopback address: give --api-keys, or --allow-unauthenticated to run open (development only)", c.Listen)
+	if c.JWTSecretFile != "" && c.JWTPublicKey != "" {
+		return errors.New("--jwt-hs256-secret-file and --jwt-public-key exclude each other")
+	}
+	if c.dev() && !c.AllowUnauthenticated && !loopback(c.Listen) {
+		return fmt.Errorf("--listen %s is not a loopback address: give --api-keys or a JWT key, or --allow-unauthenticated to run open (development only)", c.Listen)
 	}
 	return nil
 }
+
+// dev reports development mode: no way to authenticate anybody.
+func (c config) dev() bool { return c.APIKeys == "" && c.JWTSecretFile == "" && c.JWTPublicKey == "" }
 
 func (c config) embedded() bool { return strings.TrimSpace(c.KafkaBrokers) == "" }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -45,6 +46,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// loadAuth reads the API key file and the JWT key, whichever are configured.
+func loadAuth(cfg config) (*gateway.KeyStore, *gateway.JWTVerifier, error) {
+	var keys *gateway.KeyStore
+	if cfg.APIKeys != "" {
+		var err error
+		if keys, err = gateway.LoadKeyStore(cfg.APIKeys); err != nil {
+			return nil, nil, err
+		}
+	}
+	var jwt *gateway.JWTVerifier
+	switch {
+	case cfg.JWTSecretFile != "":
+		secret, err := os.ReadFile(cfg.JWTSecretFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--jwt-hs256-secret-file: %w", err)
+		}
+		if jwt, err = gateway.NewJWTVerifierHMAC(bytes.TrimSpace(secret)); err != nil {
+			return nil, nil, err
+		}
+	case cfg.JWTPublicKey != "":
+		pemBytes, err := os.ReadFile(cfg.JWTPublicKey)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--jwt-public-key: %w", err)
+		}
+		if jwt, err = gateway.NewJWTVerifierPEM(pemBytes); err != nil {
+			return nil, nil, err
+		}
+	}
+	if jwt != nil {
+		jwt.TenantClaim, jwt.Issuer, jwt.Audience, jwt.Leeway = cfg.JWTTenantClaim, cfg.JWTIssuer, cfg.JWTAudience, cfg.JWTLeeway
+	}
+	return keys, jwt, nil
 }
 
 func newLogger(cfg config, w io.Writer) zerolog.Logger {
@@ -100,15 +135,19 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 
-	var keys *gateway.KeyStore
-	if cfg.APIKeys != "" {
-		if keys, err = gateway.LoadKeyStore(cfg.APIKeys); err != nil {
-			return err
-		}
+	keys, jwt, err := loadAuth(cfg)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
 		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")
-	} else {
+	}
+	if jwt != nil {
+		log.Info().Str("tenant_claim", cfg.JWTTenantClaim).Msg("JWT bearer tokens accepted")
+	}
+	if cfg.dev() {
 		log.Warn().Str("tenant", gateway.DevTenant).Str("listen", cfg.Listen).
-			Msg("DEVELOPMENT MODE: no --api-keys, every request is accepted without authentication as tenant \"default\"; never expose this listener")
+			Msg("DEVELOPMENT MODE: no --api-keys and no JWT key, every request is accepted without authentication as tenant \"default\"; never expose this listener")
 	}
 	ks, _ := partitioning.ParseKeyStrategy(cfg.KeyStrategy)
 	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer}
@@ -119,7 +158,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Limits: gateway.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
 		},
-		Keys: keys, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
+		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
 		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 	}, deps)
 	if err != nil {

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -24,7 +25,9 @@ func appendDataD(dst, event []byte, mode string, seq uint64, cur string) ([]byte
 	}
 	body := event[:end-1] // without the closing brace
 	cutFrom, cutTo := -1, -1
-	if s, e, ok := memberSpan(event, "delivery"); ok {
+	if !bytes.Contains(event, []byte(`"delivery"`)) {
+		// fast path: no member to replace
+	} else if s, e, ok := memberSpan(event, "delivery"); ok {
 		cutFrom, cutTo = s, e
 	}
 	n := len(dst)
@@ -45,19 +48,26 @@ func appendDataD(dst, event []byte, mode string, seq uint64, cur string) ([]byte
 	return append(dst, "}}"...), true
 }
 
-// appendOneLine appends b without the bytes [cutFrom, cutTo), turning CR and
-// LF into spaces.
+// appendOneLine appends b without the bytes [cutFrom, cutTo) (none when
+// cutFrom < 0), turning CR and LF into spaces.
 func appendOneLine(dst, b []byte, cutFrom, cutTo int) []byte {
-	for i := 0; i < len(b); i++ {
-		if i == cutFrom {
-			i = cutTo - 1
-			continue
-		}
-		c := b[i]
+	if cutFrom >= 0 && cutFrom <= cutTo && cutTo <= len(b) {
+		dst = appendNoBreaks(dst, b[:cutFrom])
+		b = b[cutTo:]
+	}
+	return appendNoBreaks(dst, b)
+}
+
+func appendNoBreaks(dst, b []byte) []byte {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return append(dst, b...)
+	}
+	n := len(dst)
+	dst = append(dst, b...)
+	for i, c := range dst[n:] {
 		if c == '\n' || c == '\r' {
-			c = ' '
+			dst[n+i] = ' '
 		}
-		dst = append(dst, c)
 	}
 	return dst
 }

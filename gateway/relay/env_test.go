@@ -1,0 +1,233 @@
+package relay_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/delivery"
+	"github.com/aep-gateway/aep-gateway/gateway/relay"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// waitFor bounds how long a test waits for something that should happen;
+// it is a failure deadline, not a timing assertion.
+const waitFor = 30 * time.Second
+
+// env is the whole stack: kfake, the gateway's real ingest, the delivery
+// engine, and the relay's handlers mounted on the gateway, served over a
+// real socket.
+type env struct {
+	t     testing.TB
+	url   string
+	cl    *kgo.Client
+	adm   *kadm.Client
+	relay *relay.Relay
+	srv   *gateway.Server
+}
+
+func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	prov, err := partitioning.NewProvisioner(adm, partitioning.Naming{}, partitioning.TopicConfig{Partitions: 4, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	fast := kgo.FetchMaxWait(100 * time.Millisecond)
+	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := relay.Config{
+		Engine: eng, Server: srv, ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov,
+		Index:  cursor.IndexerConfig{Distance: 4, Every: 3},
+		Logger: zerolog.New(io.Discard), ReplayBuffer: 1000,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	rl, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Mount(aep.DialectR, "/stream", rl.Stream())
+	srv.Mount(aep.DialectR, "/socket", rl.Socket())
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		rl.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		eng.Close()
+		_ = srv.Shutdown(context.Background())
+	})
+	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv}
+}
+
+// rEvent is a valid dialect R event of session at (epoch, seq).
+func rEvent(id, session string, epoch, seq int) string {
+	return fmt.Sprintf(`{"aep":"0.1","id":%q,"type":"tool.requested","time":"2026-07-03T10:14:00.000Z","source":"aep://host-a/agent/claude-code/session/%s","agent":"claude-code","session":%q,"seq":%d,"epoch":%d,"subject":"Bash","severity":"notice","data":{"tool":{"name":"Bash"}}}`,
+		id, session, session, seq, epoch)
+}
+
+// post writes events through POST /events, the real ingest path.
+func (e *env) post(events ...string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/events", strings.NewReader(strings.Join(events, "\n")+"\n"))
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("ingest: %d %s", resp.StatusCode, b)
+	}
+}
+
+// sseMsg is one SSE message or comment.
+type sseMsg struct {
+	comment         string
+	event, data, id string
+	hasID           bool
+}
+
+type sseClient struct {
+	t      testing.TB
+	resp   *http.Response
+	msgs   chan sseMsg
+	cancel context.CancelFunc
+}
+
+// getSSE opens GET /stream with the query and headers; it fails the test on
+// a status other than 200.
+func (e *env) getSSE(query url.Values, hdr map[string]string) *sseClient {
+	e.t.Helper()
+	resp, cancel := e.rawSSE(query, hdr)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		cancel()
+		e.t.Fatalf("GET /stream: %d %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		e.t.Fatalf("Content-Type %q", ct)
+	}
+	c := &sseClient{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), cancel: cancel}
+	go c.read()
+	e.t.Cleanup(c.close)
+	// The stream is subscribed once its first comment arrives.
+	if m := c.next(); m.comment != "stream open" && !strings.HasPrefix(m.comment, "replay-exhausted") {
+		e.t.Fatalf("first message %+v, want the stream-open comment", m)
+	}
+	return c
+}
+
+func (e *env) rawSSE(query url.Values, hdr map[string]string) (*http.Response, context.CancelFunc) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/stream?"+query.Encode(), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	return resp, func() { cancel(); resp.Body.Close() }
+}
+
+func (c *sseClient) close() { c.cancel() }
+
+func (c *sseClient) read() {
+	defer close(c.msgs)
+	sc := bufio.NewScanner(c.resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	var m sseMsg
+	empty := true
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if !empty {
+				c.msgs <- m
+			}
+			m, empty = sseMsg{}, true
+			continue
+		case strings.HasPrefix(line, ": "):
+			m.comment = line[2:]
+		case strings.HasPrefix(line, "event: "):
+			m.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			m.data = line[6:]
+		case strings.HasPrefix(line, "id: "):
+			m.id, m.hasID = line[4:], true
+		default:
+			m.comment = "UNPARSED " + line
+		}
+		empty = false
+	}
+}
+
+// next returns the next message or comment.
+func (c *sseClient) next() sseMsg {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatal("stream ended")
+		}
+		return m
+	case <-time.After(waitFor):
+		c.t.Fatal("no SSE message")
+	}
+	return sseMsg{}
+}
+
+// nextEvent returns the next event message, skipping pings.
+func (c *sseClient) nextEvent() sseMsg {
+	c.t.Helper()
+	for {
+		m := c.next()
+		if m.comment == "ping" {
+			continue
+		}
+		if m.comment != "" {
+			c.t.Fatalf("unexpected comment %q", m.comment)
+		}
+		return m
+	}
+}
