@@ -3,8 +3,6 @@ package delivery
 import (
 	"bytes"
 	"strconv"
-
-	"github.com/aep-gateway/aep-gateway/aep"
 )
 
 // appendDataD appends to dst the SSE data of one dialect D event: the stored
@@ -39,13 +37,15 @@ func appendDataD(dst, event []byte, mode string, seq uint64, cur string) ([]byte
 	if last >= n && dst[last] != '{' {
 		dst = append(dst, ',')
 	}
-	dst = append(dst, `"delivery":{"mode":`...)
-	dst = aep.AppendJSONString(dst, mode)
-	dst = append(dst, `,"sequence":`...)
+	// mode is one of our constants and cur is base64url: neither needs
+	// escaping.
+	dst = append(dst, `"delivery":{"mode":"`...)
+	dst = append(dst, mode...)
+	dst = append(dst, `","sequence":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
-	dst = append(dst, `,"cursor":`...)
-	dst = aep.AppendJSONString(dst, cur)
-	return append(dst, "}}"...), true
+	dst = append(dst, `,"cursor":"`...)
+	dst = append(dst, cur...)
+	return append(dst, `"}}`...), true
 }
 
 // appendOneLine appends b without the bytes [cutFrom, cutTo) (none when
