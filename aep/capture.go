@@ -606,10 +606,13 @@ func (w *pruner) degrade(first *bool, m *objMember, d degrade) {
 func (w *pruner) synthPrompt() []byte {
 	s := make([]byte, 0, 64)
 	s = append(append(s, w.agent...), " requests "...)
-	kind := -1 // offset of the last string data.kind
+	kind := -1 // offset of data.kind when it is a string
 	w.members(w.data, func(m objMember) {
-		if string(m.name) == "kind" && w.b[m.vStart] == '"' {
-			kind = m.vStart
+		if string(m.name) == "kind" { // the last one, as JSON decoders do
+			kind = -1
+			if w.b[m.vStart] == '"' {
+				kind = m.vStart
+			}
 		}
 	})
 	if kind < 0 {

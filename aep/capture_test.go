@@ -737,7 +737,99 @@ func checkDownlevel(t *testing.T, ann map[string]map[string]string, raw []byte, 
 		if p := leakPath(types, data, "", got); p != "" {
 			t.Fatalf("%s kept at %s:\n%s", p, got, out)
 		}
+		if got < CaptureRedacted {
+			if p := metadataStarLeak(&b, data); p != "" {
+				t.Fatalf("%s not degraded at %s:\n%s", p, got, out)
+			}
+		}
 	}
+}
+
+// metadataStarLeak checks the AEP-0002 §5.3 [metadata*] fields of data below
+// redacted: the prompt is the synthesized one, every label equals its
+// element's id, answer.values holds only numbers and booleans. It returns
+// the offending path or "".
+func metadataStarLeak(a *Attrs, data any) string {
+	d, _ := data.(map[string]any)
+	switch a.Type {
+	case "attention.requested":
+		if p, ok := d["prompt"]; ok {
+			kind, ok := d["kind"].(string)
+			if !ok {
+				kind = "attention"
+			}
+			want := a.Agent + " requests " + kind
+			if a.Subject != "" {
+				want += ": " + a.Subject
+			}
+			if p != want {
+				return "prompt"
+			}
+		}
+		labels := func(v any, path string) string {
+			arr, _ := v.([]any)
+			for _, e := range arr {
+				o, ok := e.(map[string]any)
+				if !ok {
+					return path + "[]"
+				}
+				if l, ok := o["label"]; ok {
+					switch id := o["id"].(type) {
+					case string:
+						if l != id {
+							return path + "[].label"
+						}
+					case float64:
+						if _, ok := l.(string); !ok {
+							return path + "[].label"
+						}
+					default:
+						return path + "[].label"
+					}
+				}
+			}
+			return ""
+		}
+		if l := labels(d["options"], "options"); l != "" {
+			return l
+		}
+		if l := labels(d["fields"], "fields"); l != "" {
+			return l
+		}
+		fs, _ := d["fields"].([]any)
+		for _, f := range fs {
+			if c, ok := f.(map[string]any)["choices"]; ok {
+				if _, ok := c.([]any); !ok {
+					return "fields[].choices"
+				}
+				if l := labels(c, "fields[].choices"); l != "" {
+					return l
+				}
+			}
+		}
+	case "attention.answered", "control.attention.respond":
+		ans, ok := d["answer"].(map[string]any)
+		if !ok {
+			if _, has := d["answer"]; has {
+				return "answer"
+			}
+			return ""
+		}
+		if v, has := ans["values"]; has {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return "answer.values"
+			}
+			for k, x := range m {
+				switch x.(type) {
+				case bool, float64:
+				default:
+					return "answer.values." + k
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func fuzzSeeds(f *testing.F) {
