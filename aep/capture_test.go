@@ -965,3 +965,155 @@ func BenchmarkDownlevel(b *testing.B) {
 		})
 	}
 }
+
+// refDownlevel is a slow reference for well-shaped events, written from the
+// spec text on decoded values with the path annotations of testdata (the
+// conformance runner's conventions): prune by path, degrade the [metadata*]
+// fields below redacted, strip unannotated types.
+func refDownlevel(ev map[string]any, ceiling Capture, ann map[string]map[string]string) map[string]any {
+	level := DefaultCapture
+	if s, ok := ev["capture"].(string); ok {
+		level, _ = ParseCapture(s)
+	}
+	if level <= ceiling {
+		return ev
+	}
+	target := ceiling
+	if ceiling == CaptureRedacted && level == CaptureFull {
+		target = CaptureMetadata
+	}
+	out := map[string]any{}
+	for k, v := range ev {
+		out[k] = v
+	}
+	out["capture"] = target.String()
+	typ, _ := ev["type"].(string)
+	a := ann[typ]
+	data, ok := ev["data"].(map[string]any)
+	if target == CaptureNone || len(a) == 0 || !ok {
+		delete(out, "data")
+		return out
+	}
+	var prune func(v any, path string) any
+	prune = func(v any, path string) any {
+		switch x := v.(type) {
+		case []any:
+			r := make([]any, 0, len(x))
+			for _, e := range x {
+				r = append(r, prune(e, path+"[]"))
+			}
+			return r
+		case map[string]any:
+			r := map[string]any{}
+			for k, e := range x {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				if l, ok := ParseCapture(a[p]); ok && l > target {
+					continue
+				}
+				r[k] = prune(e, p)
+			}
+			return r
+		}
+		return v
+	}
+	d := prune(data, "").(map[string]any)
+	if target < CaptureRedacted {
+		relabel := func(v any) any {
+			arr, ok := v.([]any)
+			if !ok {
+				return v
+			}
+			for _, e := range arr {
+				if o, ok := e.(map[string]any); ok {
+					if id, ok := o["id"].(string); ok {
+						o["label"] = id
+					}
+				}
+			}
+			return arr
+		}
+		switch typ {
+		case "attention.requested":
+			if _, ok := d["prompt"]; ok {
+				kind, ok := d["kind"].(string)
+				if !ok {
+					kind = "attention"
+				}
+				p := ev["agent"].(string) + " requests " + kind
+				if s, ok := ev["subject"].(string); ok {
+					p += ": " + s
+				}
+				d["prompt"] = p
+			}
+			if o, ok := d["options"]; ok {
+				d["options"] = relabel(o)
+			}
+			if fs, ok := d["fields"].([]any); ok {
+				relabel(fs)
+				for _, f := range fs {
+					if fo, ok := f.(map[string]any); ok {
+						if c, ok := fo["choices"]; ok {
+							fo["choices"] = relabel(c)
+						}
+					}
+				}
+			}
+		case "attention.answered", "control.attention.respond":
+			if ans, ok := d["answer"].(map[string]any); ok {
+				if vals, ok := ans["values"].(map[string]any); ok {
+					for k, v := range vals {
+						if _, num := v.(json.Number); !num {
+							if _, b := v.(bool); !b {
+								delete(vals, k)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	out["data"] = d
+	return out
+}
+
+// TestDownlevelReference compares Downlevel with refDownlevel on every R
+// golden event and every downlevel fixture event, each at its own capture
+// and re-declared at every level, down-leveled to every ceiling.
+func TestDownlevelReference(t *testing.T) {
+	ann := loadAnnotations(t)
+	raws := readLines(t, "testdata/r-golden.jsonl")
+	for _, c := range downlevelCases(t) {
+		raws = append(raws, []byte(c.Event))
+	}
+	n := 0
+	for _, raw := range raws {
+		if _, err := Parse(raw, Limits{}); err != nil {
+			continue // the golden file also holds events for other checks
+		}
+		variants := [][]byte{raw}
+		for lvl := CaptureNone; lvl <= CaptureFull; lvl++ {
+			m := decodeAny(t, raw).(map[string]any)
+			m["capture"] = lvl.String()
+			variants = append(variants, mustMarshal(m))
+		}
+		for _, in := range variants {
+			for ceiling := CaptureNone; ceiling <= CaptureFull; ceiling++ {
+				out, _, err := Downlevel(in, ceiling, Limits{})
+				if err != nil {
+					t.Fatalf("%v: %s", err, in)
+				}
+				want := refDownlevel(decodeAny(t, in).(map[string]any), ceiling, ann)
+				if got := decodeAny(t, out); !reflect.DeepEqual(got, want) {
+					t.Errorf("at %s:\n  in %s\n got %s\nwant %s", ceiling, in, out, mustMarshal(want))
+				}
+				n++
+			}
+		}
+	}
+	if n < 1000 {
+		t.Fatalf("only %d comparisons", n)
+	}
+}
