@@ -25,9 +25,6 @@ const (
 var (
 	// ErrClosed ends every subscription when the Engine closes.
 	ErrClosed = errors.New("delivery: engine closed")
-	// ErrSlowConsumer ends a lossless subscription whose queue overflowed:
-	// the client must resume from its last cursor.
-	ErrSlowConsumer = errors.New("delivery: subscriber queue overflowed")
 	// ErrBadRequest wraps a Subscribe request that can never succeed.
 	ErrBadRequest = errors.New("delivery: bad subscribe request")
 )
@@ -66,9 +63,11 @@ type Engine struct {
 	nextID atomic.Uint64
 
 	// ctx is the parent of every tail and catch-up; cancel ends them all.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // catch-up goroutines
+	ctx      context.Context
+	cancel   context.CancelFunc
+	goMu     sync.Mutex     // orders wg.Add before Close's wg.Wait; taken inside tail.mu, never around it
+	goClosed bool           // guarded by goMu
+	wg       sync.WaitGroup // catch-up goroutines
 
 	mu     sync.Mutex
 	tails  map[string]*tail // by topic; guarded by mu
@@ -115,8 +114,8 @@ type Request struct {
 	Sequence uint64
 	// Queue is the subscription's queue length; zero means Config.Queue.
 	Queue int
-	// Lossless ends the subscription with ErrSlowConsumer when its queue
-	// is full instead of dropping the event.
+	// Lossless moves the subscription back to catch-up reading when its
+	// queue is full, instead of dropping the event.
 	Lossless bool
 }
 
@@ -151,7 +150,7 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 		ch: make(chan Delivery, q), seq: req.Sequence, lossless: req.Lossless,
 	}
 	if req.From == nil {
-		start, err := t.join(s, nil, 0, false)
+		start, err := t.join(s, nil, 0, false, false)
 		if err != nil {
 			e.release(t)
 			return nil, err
@@ -159,12 +158,10 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 		s.start = start
 		return s, nil
 	}
-	from := append([]cursor.PartitionOffset(nil), req.From...)
-	cctx, cancel := context.WithCancel(e.ctx)
-	s.cancel = cancel
-	s.catchDone = make(chan struct{})
-	e.wg.Add(1)
-	go s.catchUp(cctx, from)
+	if !s.startCatchUp(append([]cursor.PartitionOffset(nil), req.From...), false) {
+		s.Close()
+		return nil, ErrClosed
+	}
 	return s, nil
 }
 
@@ -223,14 +220,15 @@ func (e *Engine) Close() {
 		return
 	}
 	e.closed = true
-	e.mu.Unlock()
 	e.cancel()
-	e.wg.Wait() // catch-ups end their own subscriptions
-	e.mu.Lock()
 	for topic, t := range e.tails {
 		delete(e.tails, topic)
-		t.stop(ErrClosed)
+		t.stop(ErrClosed) // no tail starts a catch-up after this
 	}
 	e.mu.Unlock()
+	e.goMu.Lock()
+	e.goClosed = true
+	e.goMu.Unlock()
+	e.wg.Wait() // catch-ups end their own subscriptions
 	e.admCl.Close()
 }

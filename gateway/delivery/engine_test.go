@@ -200,27 +200,61 @@ func TestBestEffortDropsVisiblyAndNeverBlocks(t *testing.T) {
 	}
 }
 
-func TestLosslessOverflowEndsStream(t *testing.T) {
-	k := newKafkaEnv(t, 1)
+// TestLosslessOverflowFallsBackToCatchUp: a lossless subscription with a
+// one-slot queue that reads slowly still gets every event once, in order,
+// with contiguous sequences, while a lossy one next to it drops.
+func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
+	const parts, n = 2, 40
+	k := newKafkaEnv(t, parts)
 	e := k.engine(nil)
-	s, err := e.Subscribe(context.Background(), Request{Tenant: testTenant, Filter: mustFilter(t, "types=*"), Queue: 1, Lossless: true})
+	ctx := context.Background()
+	s, err := e.Subscribe(ctx, Request{Tenant: testTenant, Filter: mustFilter(t, "types=*"), Queue: 1, Lossless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 3 {
-		k.produce(0, "task.progress", "s", i)
+	lossy, err := e.Subscribe(ctx, Request{Tenant: testTenant, Filter: mustFilter(t, "types=*"), Queue: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	poll(t, "the overflow", func() bool { return s.Dropped() > 0 })
-	d, ok := recv(t, s)
-	if !ok || d.Sequence != 1 {
-		t.Fatalf("first delivery %+v", d)
+	defer lossy.Close()
+	for i := range n {
+		k.produce(int32(i%parts), "task.progress", "s", i)
 	}
-	if _, ok := recv(t, s); ok {
-		t.Fatal("stream still open after overflow")
+	poll(t, "a fallback", func() bool { return s.Fallbacks() > 0 && lossy.Dropped() > 0 })
+	var next [parts]int64
+	seq := uint64(0)
+	for seq < n {
+		d, ok := recv(t, s)
+		if !ok {
+			t.Fatalf("stream ended: %v", s.Err())
+		}
+		if d.CaughtUp {
+			if !d.Fallback || d.Sequence != seq {
+				t.Fatalf("marker %+v after sequence %d", d, seq)
+			}
+			continue
+		}
+		seq++
+		if d.Sequence != seq || d.Offset() != next[d.Partition()] {
+			t.Fatalf("got sequence %d offset %d/%d, want %d at %d", d.Sequence, d.Partition(), d.Offset(), seq, next[d.Partition()])
+		}
+		next[d.Partition()]++
 	}
-	if !errors.Is(s.Err(), ErrSlowConsumer) {
-		t.Fatalf("Err = %v, want ErrSlowConsumer", s.Err())
+	if s.Dropped() != 0 {
+		t.Fatalf("lossless subscription dropped %d", s.Dropped())
+	}
+	// Once caught up it is live again.
+	k.produce(0, "task.progress", "s", n)
+	for {
+		d, _ := recv(t, s)
+		if d.CaughtUp {
+			continue
+		}
+		if d.Sequence != n+1 || d.Event.Attrs.ID != fmt.Sprintf("evt_s_%d", n) {
+			t.Fatalf("live after fallback: %+v", d)
+		}
+		break
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
 )
 
 // stream writes the subscription's deliveries as SSE messages until the
@@ -37,9 +39,6 @@ func (h *sseHandlerD) stream(w http.ResponseWriter, r *http.Request, sub *Subscr
 			idle = true
 		case d, ok := <-sub.C():
 			if !ok {
-				if errors.Is(sub.Err(), ErrSlowConsumer) {
-					_ = write([]byte(": slow consumer: reconnect with Last-Event-ID to resume\n\n"))
-				}
 				return
 			}
 			buf = buf[:0]
@@ -69,6 +68,10 @@ func (h *sseHandlerD) stream(w http.ResponseWriter, r *http.Request, sub *Subscr
 
 // appendMessage appends the SSE message of one delivery to buf.
 func (h *sseHandlerD) appendMessage(buf []byte, st *streamD, d Delivery) ([]byte, error) {
+	if d.CaughtUp && d.Fallback {
+		st.advance(d.Frontier)
+		return buf, nil // the stream went on without loss: nothing to tell
+	}
 	if d.CaughtUp {
 		return h.appendReplayed(buf, st, d)
 	}
@@ -92,13 +95,19 @@ func (h *sseHandlerD) appendMessage(buf []byte, st *streamD, d Delivery) ([]byte
 	return append(buf, "\n\n"...), nil
 }
 
-// appendReplayed appends event.replayed after a catch-up.
-func (h *sseHandlerD) appendReplayed(buf []byte, st *streamD, d Delivery) ([]byte, error) {
-	for _, po := range d.Frontier {
+// advance moves the stream's frontier to a handover position where it is
+// ahead.
+func (st *streamD) advance(frontier []cursor.PartitionOffset) {
+	for _, po := range frontier {
 		if int(po.Partition) < len(st.frontier) && po.Offset > st.frontier[po.Partition].Offset {
 			st.frontier[po.Partition].Offset = po.Offset
 		}
 	}
+}
+
+// appendReplayed appends event.replayed after a catch-up.
+func (h *sseHandlerD) appendReplayed(buf []byte, st *streamD, d Delivery) ([]byte, error) {
+	st.advance(d.Frontier)
 	cur, err := h.cursorAt(st, d.Sequence)
 	if err != nil {
 		return buf, err

@@ -33,8 +33,11 @@ type Delivery struct {
 	Sequence uint64
 
 	// CaughtUp marks the end of a catch-up: every later delivery comes
-	// from the shared tail.
+	// from the shared tail (until a lossless subscription falls behind).
 	CaughtUp bool
+	// Fallback marks the end of a catch-up that a lossless subscription
+	// fell back to after its queue overflowed, not one it asked for.
+	Fallback bool
 	// Replayed counts the events the catch-up delivered (marker only).
 	Replayed uint64
 	// Frontier is the position of the handover, one entry per partition
@@ -63,11 +66,14 @@ type Subscription struct {
 	seq   uint64
 	guard []int64 // per-partition first offset the tail delivers; guarded by t.mu
 
-	dropped atomic.Uint64
-	err     atomic.Pointer[error]
+	dropped   atomic.Uint64
+	fallbacks atomic.Uint64
+	err       atomic.Pointer[error]
 
-	cancel    context.CancelFunc // catch-up only
-	catchDone chan struct{}      // catch-up only
+	mu        sync.Mutex
+	closing   bool               // guarded by mu: no catch-up may start
+	cancel    context.CancelFunc // of the latest catch-up; guarded by mu
+	catchDone chan struct{}      // closed when the latest catch-up ends; guarded by mu
 
 	finishOnce, closeOnce sync.Once
 }
@@ -76,8 +82,8 @@ type Subscription struct {
 // Err then says why.
 func (s *Subscription) C() <-chan Delivery { return s.ch }
 
-// Err is why the stream ended: nil after Close, ErrClosed, ErrSlowConsumer,
-// or a Kafka error of the catch-up. It is nil while the stream is open.
+// Err is why the stream ended: nil after Close, ErrClosed, or a Kafka error
+// of a catch-up. It is nil while the stream is open.
 func (s *Subscription) Err() error {
 	if p := s.err.Load(); p != nil {
 		return *p
@@ -85,8 +91,13 @@ func (s *Subscription) Err() error {
 	return nil
 }
 
-// Dropped counts events lost because the queue was full.
+// Dropped counts events a lossy subscription lost because its queue was
+// full.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Fallbacks counts the times a lossless subscription's queue overflowed and
+// it went back to catch-up reading.
+func (s *Subscription) Fallbacks() uint64 { return s.fallbacks.Load() }
 
 // Start is where a live subscription (Request.From nil) begins: the tail's
 // position when it joined, one entry per partition. Nil for a catch-up
@@ -97,9 +108,13 @@ func (s *Subscription) Start() []cursor.PartitionOffset { return s.start }
 // idempotent and safe to call concurrently with everything.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			<-s.catchDone
+		s.mu.Lock()
+		s.closing = true
+		cancel, done := s.cancel, s.catchDone
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-done
 		}
 		s.t.leave(s, nil)
 		s.e.release(s.t)
@@ -125,21 +140,72 @@ func (s *Subscription) offerLocked(ev *Event) {
 	s.seq++
 	select {
 	case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+		return
 	default:
-		s.dropped.Add(1)
-		if s.lossless {
-			s.t.evictLocked(s, ErrSlowConsumer)
-		}
 	}
+	if !s.lossless {
+		s.dropped.Add(1)
+		return
+	}
+	// Lossless: leave the tail and read again from this event on.
+	s.seq--
+	from := s.resumeFromLocked(ev.Record.Partition, ev.Record.Offset)
+	t := s.t
+	t.index.Remove(s.id)
+	delete(t.subs, s.id)
+	s.fallbacks.Add(1)
+	if !s.startCatchUp(from, true) {
+		s.finish(ErrClosed) // closing or engine closed: the tail is the last sender
+	}
+}
+
+// resumeFromLocked is where a lossless subscription that could not take
+// the event at offset of partition p continues: that offset on p, and on
+// every other partition the first offset the tail has not processed for it
+// (its position, or the guard when the guard is ahead). Must hold s.t.mu.
+func (s *Subscription) resumeFromLocked(p int32, offset int64) []cursor.PartitionOffset {
+	out := make([]cursor.PartitionOffset, len(s.t.pos))
+	for q, pos := range s.t.pos {
+		if q < len(s.guard) && s.guard[q] > pos {
+			pos = s.guard[q]
+		}
+		if int32(q) == p {
+			pos = offset
+		}
+		out[q] = cursor.PartitionOffset{Partition: int32(q), Offset: pos}
+	}
+	return out
+}
+
+// startCatchUp starts a catch-up goroutine from the given position, unless
+// the subscription is closing or the engine closed. May be called with
+// s.t.mu held (lock order: tail.mu, Subscription.mu, Engine.goMu).
+func (s *Subscription) startCatchUp(from []cursor.PartitionOffset, fallback bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.e.goMu.Lock()
+	defer s.e.goMu.Unlock()
+	if s.e.goClosed {
+		return false
+	}
+	ctx, cancel := context.WithCancel(s.e.ctx)
+	done := make(chan struct{})
+	s.cancel, s.catchDone = cancel, done
+	s.e.wg.Add(1)
+	go s.catchUp(ctx, from, done, fallback)
+	return true
 }
 
 // catchUp reads from on its own client, delivering matches with blocking
 // sends, until join succeeds. It ends the subscription itself when it stops
 // without joining.
-func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffset) {
+func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffset, done chan struct{}, fallback bool) {
 	defer s.e.wg.Done()
-	defer close(s.catchDone)
-	err := s.readUntilJoined(ctx, from)
+	defer close(done)
+	err := s.readUntilJoined(ctx, from, fallback)
 	if err == nil {
 		return
 	}
@@ -152,7 +218,7 @@ func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffse
 	s.finish(err)
 }
 
-func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.PartitionOffset) error {
+func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.PartitionOffset, fallback bool) error {
 	next := make(map[int32]int64, len(from))
 	offs := make(map[int32]kgo.Offset, len(from))
 	for _, po := range from {
@@ -171,7 +237,7 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 		if err := s.waitRoom(ctx); err != nil {
 			return err
 		}
-		frontier, err := s.t.join(s, next, replayed, true)
+		frontier, err := s.t.join(s, next, replayed, true, fallback)
 		if err != nil || frontier != nil {
 			return err
 		}

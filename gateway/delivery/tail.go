@@ -124,7 +124,7 @@ func (t *tail) dispatch(fs kgo.Fetches) {
 // catch-up (marker true) also queues the caught-up marker, for which the
 // caller has made room. join returns the guard frontier, or nil when s must
 // read further on its own.
-func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, marker bool) ([]cursor.PartitionOffset, error) {
+func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, marker, fallback bool) ([]cursor.PartitionOffset, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
@@ -146,7 +146,7 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	}
 	if marker {
 		select {
-		case s.ch <- Delivery{CaughtUp: true, Sequence: s.seq, Replayed: replayed, Frontier: frontier}:
+		case s.ch <- Delivery{CaughtUp: true, Fallback: fallback, Sequence: s.seq, Replayed: replayed, Frontier: frontier}:
 		default:
 			return nil, nil // the caller makes room and tries again
 		}
