@@ -15,13 +15,15 @@
 // Slow subscribers: the tail never blocks on a queue. A lossy (best_effort)
 // subscription whose queue is full loses the event, which still consumes a
 // delivery sequence number, so the gap is visible. A lossless subscription
-// whose queue is full is ended with ErrSlowConsumer instead; its client
-// resumes from its last cursor without loss.
+// whose queue is full leaves the tail and goes back to catch-up reading from
+// the event it could not take, then joins the tail again: it loses nothing
+// and slows nobody but itself.
 //
 // Concurrency: Engine and Subscription are safe for concurrent use. Each tail
 // owns one goroutine, stopped and waited for when its last subscription
 // leaves or the Engine closes; each catch-up owns one goroutine, stopped and
-// waited for by Subscription.Close. A Subscription's channel has exactly one
-// sender at a time (its catch-up, then its tail) and is closed exactly once,
-// after the last sender is gone. Lock order: Engine.mu, then tail.mu.
+// waited for by Subscription.Close and Engine.Close. A Subscription's channel
+// has exactly one sender at a time (a catch-up or the tail) and is closed
+// exactly once, after the last sender is gone. Lock order: Engine.mu,
+// tail.mu, Subscription.mu, Engine.goMu.
 package delivery
