@@ -30,7 +30,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	conc := fs.Int("concurrency", 4, "requests in flight")
 	batch := fs.Int("batch", 100, "events per request, at most 1000")
 	sessions := fs.Int("sessions", 100, "sessions the events are spread over")
-	size := fs.Int("size", 0, "pad each event to about this many bytes (0: ~300 B bare event)")
+	size := fs.Int("size", 0, "pad each event to about this many bytes (0: no padding, ~235 B events)")
 	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
 	baselineTopic := fs.String("baseline-topic", "aepctl.bench.baseline", "topic of the Kafka baseline (created when missing)")
 	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
@@ -93,7 +93,7 @@ func printBench(w io.Writer, r BenchReport) {
 
 func sizeText(n int) string {
 	if n == 0 {
-		return "bare (~300 B)"
+		return "bare (~235 B)"
 	}
 	return fmt.Sprintf("~%d B", n)
 }
