@@ -6,8 +6,11 @@
 // It owns dialect detection, envelope validation against each dialect's own
 // rules, the error vocabularies clients see, and the extraction of the
 // neutral routing attributes ([Attrs]) that the rest of the gateway routes,
-// partitions and filters on. It never re-encodes an event: the bytes a client
-// sent are the bytes stored and delivered.
+// partitions and filters on. Validation never re-encodes an event: the bytes
+// a client sent are the bytes stored, and delivered as they are, with one
+// exception: [Downlevel] rewrites a dialect R event whose capture level is
+// above a consumer's ceiling (AEP-0001 §8.2), keeping every other member's
+// bytes, and returns the stored bytes themselves when nothing must change.
 //
 // [Parse] and [ParseAs] validate one event in a single pass over its bytes
 // (JSON syntax, UTF-8, depth and size [Limits], then the dialect's envelope
