@@ -386,3 +386,93 @@ func TestSSEDHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+func (e *sseEnv) tryIngest(events ...string) error {
+	resp, err := http.Post(e.url+"/aep/events", "application/x-ndjson", strings.NewReader(strings.Join(events, "\n")+"\n"))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("ingest: %d %s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// TestSSEDReplaySeamUnderConcurrentIngest resumes from a mid-stream cursor
+// while events keep arriving, so the handover happens with the tail moving:
+// every event after the cursor arrives exactly once, in session order, with
+// contiguous sequences, and one event.replayed sits somewhere in between.
+func TestSSEDReplaySeamUnderConcurrentIngest(t *testing.T) {
+	const before, during = 10, 40
+	e := newSSEEnv(t, delivery.SSEConfig{})
+	ev := func(i int) string {
+		return dEvent(fmt.Sprintf("evt_%03d", i), "task.progress", fmt.Sprintf("s%d", i%4))
+	}
+	first, _ := e.open("types=task.*&delivery_mode=replayable", nil)
+	for i := range before {
+		e.ingest(ev(i))
+	}
+	var mid string
+	for i := range before {
+		if d := first.event(); i == 4 {
+			mid = d.Delivery.Cursor
+		}
+	}
+	errs := make(chan error, 1)
+	go func() {
+		for i := before; i < before+during; i++ {
+			if err := e.tryIngest(ev(i)); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	s, _ := e.open("types=task.*&delivery_mode=replayable&from_cursor="+mid, nil)
+	want := before + during - 5
+	seen := map[string]bool{}
+	last := map[string]string{}
+	seq := uint64(5)
+	replayed := 0
+	for len(seen) < want {
+		d := s.event()
+		if d.Type == "event.replayed" {
+			replayed++
+			continue
+		}
+		seq++
+		if d.Delivery.Sequence != seq {
+			t.Fatalf("sequence %d, want %d", d.Delivery.Sequence, seq)
+		}
+		if seen[d.ID] {
+			t.Fatalf("duplicate %s", d.ID)
+		}
+		if d.ID < "evt_005" {
+			t.Fatalf("%s is before the cursor", d.ID)
+		}
+		if prev := last[d.Session]; prev >= d.ID {
+			t.Fatalf("session %s: %s after %s", d.Session, d.ID, prev)
+		}
+		seen[d.ID], last[d.Session] = true, d.ID
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	e.ingest(dEvent("evt_zzz", "task.progress", "s0"))
+	for {
+		d := s.event()
+		if d.Type == "event.replayed" {
+			replayed++
+			continue
+		}
+		if d.ID != "evt_zzz" || d.Delivery.Sequence != seq+1 {
+			t.Fatalf("after the burst: %+v, want evt_zzz with sequence %d", d, seq+1)
+		}
+		break
+	}
+	if replayed != 1 {
+		t.Fatalf("%d event.replayed messages, want 1", replayed)
+	}
+}
