@@ -53,7 +53,7 @@ type PublishSummary struct {
 	Events   int // non-blank lines read
 	Accepted int // events the gateway took
 	Rejected int // events refused (by the gateway, or locally: no dialect, too long)
-	Failed   int // events of requests that never got a non-5xx answer
+	Failed   int // events still refused for a retryable reason (5xx, 429, connection, D internal_error) after the last attempt
 	Requests int // HTTP requests made, retries included
 	Batches  int
 }
@@ -162,13 +162,13 @@ func (p *publisher) flush(ctx context.Context) {
 	for round := 1; ; round++ {
 		retry := p.send(ctx, lines, nos)
 		if len(retry) == 0 || round >= pol.Attempts || ctx.Err() != nil {
-			p.sum.Rejected += len(retry)
+			p.sum.Failed += len(retry)
 			return
 		}
 		wait := pol.backoff(round, 0)
 		fmt.Fprintf(p.errw, "retrying %d retryable events in %v\n", len(retry), wait.Round(time.Millisecond))
 		if !sleepCtx(ctx, wait) {
-			p.sum.Rejected += len(retry)
+			p.sum.Failed += len(retry)
 			return
 		}
 		sub, subNos := make([][]byte, len(retry)), make([]int, len(retry))
@@ -181,7 +181,8 @@ func (p *publisher) flush(ctx context.Context) {
 
 // send posts lines once (with request-level retries) and reports the
 // outcome; it returns the indexes of D events listed as retryable in a 202,
-// which the caller resends. Those are not yet counted.
+// which the caller resends. Those are not yet counted: the caller counts
+// them as failed if it gives up on them.
 func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry []int) {
 	d := p.dialect
 	body := bytes.Join(lines, []byte("\n"))
@@ -200,14 +201,16 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 		return nil
 	}
 	if d == aep.DialectD && res.Status == http.StatusAccepted {
+		seen := make(map[int]bool)
 		for _, e := range res.Errors {
-			if e.Retryable && e.Index >= 0 && e.Index < len(lines) {
+			if e.Retryable && e.Index >= 0 && e.Index < len(lines) && !seen[e.Index] {
+				seen[e.Index] = true
 				retry = append(retry, e.Index)
 			}
 		}
 	}
 	p.sum.Accepted += res.Accepted
-	p.sum.Rejected += res.Rejected - len(retry)
+	p.sum.Rejected += max(res.Rejected-len(retry), 0)
 	status := fmt.Sprintf("%d", res.Status)
 	if res.Code != "" {
 		status += " " + res.Code

@@ -227,28 +227,45 @@ func TestPublishRetriesConnectionErrors(t *testing.T) {
 }
 
 // A D answer listing a retryable per-event error: only that event is sent
-// again.
+// again, until it is taken or the attempts run out.
 func TestPublishResendsRetryableDEvents(t *testing.T) {
-	var hits atomic.Int32
-	var second []byte
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		if hits.Add(1) == 1 {
-			fmt.Fprint(w, `{"accepted":2,"rejected":1,"errors":[{"event_index":1,"error":{"code":"internal_error","message":"the event log did not take this event","retryable":true}}],"topic":"t","positions":[]}`)
-			return
-		}
-		second = body
-		fmt.Fprint(w, `{"accepted":1,"rejected":0,"errors":[],"topic":"t","positions":[]}`)
-	}))
-	defer hs.Close()
-	in := genLines(t, aep.DialectD, 3)
-	var out, errb bytes.Buffer
-	sum, err := Publish(context.Background(), &Client{BaseURL: hs.URL, Retry: fastRetry}, strings.NewReader(in), PublishOptions{}, &out, &errb)
-	if err != nil || sum.Accepted != 3 || sum.Rejected != 0 || hits.Load() != 2 {
-		t.Fatalf("err %v, summary %+v, hits %d\n%s%s", err, sum, hits.Load(), out.String(), errb.String())
+	tests := []struct {
+		name                   string
+		failures               int32 // answers refusing the event
+		accepted, failed, hits int
+	}{
+		{"taken on the second round", 1, 3, 0, 2},
+		{"never taken", 100, 2, 1, fastRetry.Attempts},
 	}
-	if want := strings.SplitAfter(in, "\n")[1]; string(second) != want {
-		t.Fatalf("second request %q, want event 1 %q", second, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var hits atomic.Int32
+			var last atomic.Value
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				n := hits.Add(1)
+				w.WriteHeader(http.StatusAccepted)
+				switch {
+				case n == 1:
+					fmt.Fprint(w, `{"accepted":2,"rejected":1,"errors":[{"event_index":1,"error":{"code":"internal_error","message":"the event log did not take this event","retryable":true}}],"topic":"t","positions":[]}`)
+				case n <= tc.failures:
+					last.Store(body)
+					fmt.Fprint(w, `{"accepted":0,"rejected":1,"errors":[{"event_index":0,"error":{"code":"internal_error","message":"the event log did not take this event","retryable":true}}],"topic":"t","positions":[]}`)
+				default:
+					last.Store(body)
+					fmt.Fprint(w, `{"accepted":1,"rejected":0,"errors":[],"topic":"t","positions":[]}`)
+				}
+			}))
+			defer hs.Close()
+			in := genLines(t, aep.DialectD, 3)
+			var out, errb bytes.Buffer
+			sum, err := Publish(context.Background(), &Client{BaseURL: hs.URL, Retry: fastRetry}, strings.NewReader(in), PublishOptions{}, &out, &errb)
+			if (err == nil) != (tc.failed == 0) || sum.Accepted != tc.accepted || sum.Failed != tc.failed || sum.Rejected != 0 || int(hits.Load()) != tc.hits {
+				t.Fatalf("err %v, summary %+v, hits %d\n%s%s", err, sum, hits.Load(), out.String(), errb.String())
+			}
+			if want := strings.SplitAfter(in, "\n")[1]; string(last.Load().([]byte)) != want {
+				t.Fatalf("resent %q, want event 1 %q", last.Load(), want)
+			}
+		})
 	}
 }
