@@ -30,6 +30,7 @@ type sseEnv struct {
 	t   *testing.T
 	url string
 	kr  *cursor.Keyring
+	adm *kadm.Client
 }
 
 func newSSEEnv(t *testing.T, cfg delivery.SSEConfig) *sseEnv {
@@ -71,7 +72,7 @@ func newSSEEnv(t *testing.T, cfg delivery.SSEConfig) *sseEnv {
 		eng.Close()
 		_ = srv.Shutdown(context.Background())
 	})
-	return &sseEnv{t: t, url: hs.URL, kr: kr}
+	return &sseEnv{t: t, url: hs.URL, kr: kr, adm: kadm.NewClient(cl)}
 }
 
 func dEvent(id, typ, session string) string {
@@ -474,5 +475,67 @@ func TestSSEDReplaySeamUnderConcurrentIngest(t *testing.T) {
 	}
 	if replayed != 1 {
 		t.Fatalf("%d event.replayed messages, want 1", replayed)
+	}
+}
+
+// TestSSEDRetentionGapIsTold resumes from a cursor whose events retention
+// has deleted: the replay restarts at the log start and event.replayed
+// names the gap.
+func TestSSEDRetentionGapIsTold(t *testing.T) {
+	e := newSSEEnv(t, delivery.SSEConfig{})
+	first, _ := e.open("types=task.*&delivery_mode=replayable", nil)
+	for i := range 6 {
+		e.ingest(dEvent(fmt.Sprintf("evt_%d", i), "task.progress", "s0"))
+	}
+	var cur string
+	for i := range 6 {
+		if d := first.event(); i == 0 {
+			cur = d.Delivery.Cursor
+		}
+	}
+	ctx := context.Background()
+	topic := partitioning.Naming{}.Events(gateway.DevTenant)
+	ends, err := e.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	gapPart := int32(-1)
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset == 6 {
+			del.Add(kadm.Offset{Topic: topic, Partition: o.Partition, At: 4})
+			gapPart = o.Partition
+		}
+	})
+	if gapPart < 0 {
+		t.Fatalf("no partition holds the 6 events: %v", ends)
+	}
+	if _, err := e.adm.DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := e.open("types=task.*&delivery_mode=replayable&from_cursor="+cur, nil)
+	for _, want := range []string{"evt_4", "evt_5"} {
+		if d := s.event(); d.ID != want {
+			t.Fatalf("got %s, want %s", d.ID, want)
+		}
+	}
+	m := s.next()
+	var r struct {
+		Payload struct {
+			EventsReplayed int `json:"events_replayed"`
+			Gaps           []struct {
+				Partition int32  `json:"partition"`
+				Requested int64  `json:"requested"`
+				RestartAt int64  `json:"restart_at"`
+				Reason    string `json:"reason"`
+			} `json:"gaps"`
+		} `json:"payload"`
+	}
+	if err := json.Unmarshal([]byte(m.data), &r); err != nil || m.event != "event.replayed" {
+		t.Fatalf("%+v: %v", m, err)
+	}
+	g := r.Payload.Gaps
+	if r.Payload.EventsReplayed != 2 || len(g) != 1 || g[0].Partition != gapPart || g[0].Requested != 1 || g[0].RestartAt != 4 || g[0].Reason != "retention" {
+		t.Fatalf("event.replayed payload %s", m.data)
 	}
 }
