@@ -292,6 +292,8 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 
 // dispatch generates batches and hands them to the workers until the
 // phase's events, its duration or ctx runs out, then closes jobs. With a
+// Rate a late dispatcher gets one more Duration to finish the schedule; a
+// dispatcher waiting on busy workers stops at that bound too. With a
 // Rate, batch k is due at start + k·Batch/Rate; a late batch is sent at once
 // (open loop, no catch-up skipping). It returns the events handed over.
 func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, jobs chan<- *loadBatch) (sent int, behind bool) {
@@ -302,6 +304,9 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 	if cfg.Rate > 0 { // the schedule ends by end; allow a late dispatcher one more Duration
 		hardEnd = end.Add(cfg.Duration)
 	}
+	// Waits end at hardEnd too: a dispatcher blocked on busy workers stops.
+	ctx, cancel := context.WithDeadline(ctx, hardEnd)
+	defer cancel()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -309,7 +314,7 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 		now := time.Now()
 		if cfg.Rate > 0 {
 			due := start.Add(time.Duration(float64(k*cfg.Batch) / cfg.Rate * float64(time.Second)))
-			if !due.Before(end) || now.After(hardEnd) {
+			if !due.Before(end) {
 				return sent, behind
 			}
 			if wait := due.Sub(now); wait > 0 {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -146,5 +148,29 @@ func TestBenchCancelStopsEverything(t *testing.T) {
 	}
 	if rep.Gateway.Events != 0 || rep.Gateway.Requests != 0 {
 		t.Fatalf("%+v", rep.Gateway)
+	}
+}
+
+// A gateway that never answers: requests end at RequestTimeout, the
+// dispatcher at the duration, and RunBench returns with every request
+// counted as failed.
+func TestBenchStopsAgainstAHungServer(t *testing.T) {
+	stop := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer hs.Close()
+	defer close(stop)
+	rep, err := RunBench(context.Background(), BenchConfig{URL: hs.URL, Duration: 300 * time.Millisecond,
+		RequestTimeout: 100 * time.Millisecond, Concurrency: 2, Batch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rep.Gateway
+	if p.Requests == 0 || p.Accepted != 0 || p.Failed != p.Requests*5 || p.ByStatus["error"] != p.Requests || p.Events != p.Failed {
+		t.Fatalf("%+v", p)
 	}
 }

@@ -72,6 +72,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rep.Gateway.Accepted == 0 || rep.Gateway.Rejected > 0 || rep.Gateway.Failed > 0 {
 		return errRejected
 	}
+	if b := rep.Baseline; b != nil && (b.Accepted == 0 || b.Failed > 0) {
+		return errRejected
+	}
 	return nil
 }
 
