@@ -21,7 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/delivery"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -166,6 +168,21 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	}
 	srv.Start()
 
+	// Delivery: the engine reads tenant topics and feeds the streaming
+	// bindings mounted on the server.
+	keyring, err := loadCursorKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	engine, err := delivery.NewEngine(delivery.Config{ClientOpts: opts, Naming: naming, Topics: prov, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	tenantOf := func(r *http.Request) string { return gateway.TenantFrom(r.Context()) }
+	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
+		delivery.NewSSEHandlerD(engine, keyring, tenantOf, delivery.SSEConfig{Logger: log}))
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -176,6 +193,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+	// Streams never go idle: end them when shutdown starts, so that
+	// Shutdown only waits for in-flight ingest requests.
+	httpSrv.RegisterOnShutdown(engine.Close)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
