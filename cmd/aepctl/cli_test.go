@@ -61,3 +61,39 @@ func TestCheckLoopback(t *testing.T) {
 		}
 	}
 }
+
+// The CLI end to end over a real gateway: the environment twins, stdin, and
+// bench ingest's report.
+func TestRunAgainstGateway(t *testing.T) {
+	g := newTestGateway(t)
+	t.Setenv("AEPCTL_URL", g.url)
+	t.Setenv("AEPCTL_TOKEN", "") // dev mode: no key needed
+
+	var events, errb bytes.Buffer
+	if code := run(context.Background(), []string{"gen", "--events", "30", "--sessions", "4"}, nil, &events, &errb); code != exitOK {
+		t.Fatalf("gen: exit %d: %s", code, errb.String())
+	}
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"publish", "--batch", "7", "-"}, &events, &out, &errb); code != exitOK {
+		t.Fatalf("publish: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "total: 30 events, 30 accepted, 0 rejected, 0 failed, 5 batches, 5 requests") {
+		t.Fatalf("publish output:\n%s", out.String())
+	}
+	if n := g.records(devTopic); n != 30 {
+		t.Fatalf("topic holds %d records, want 30", n)
+	}
+
+	out.Reset()
+	code := run(context.Background(), []string{"bench", "ingest", "--dialect", "d", "--events", "40", "--batch", "10", "--max", "--duration", "1m",
+		"--baseline-kafka", strings.Join(g.cluster.ListenAddrs(), ",")}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("bench: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"gateway: " + g.url + "/aep/events", "accepted 40 events in", "requests by status: 202×4",
+		"requests by status: ok×4", "ratio gateway/kafka"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
