@@ -189,6 +189,11 @@ type PhaseReport struct {
 	// the last batch left more than a second after its scheduled time.
 	Behind  bool
 	Latency LatencySummary
+	// FromSchedule is, with a Rate, the time from each batch's due time to
+	// its answer: Latency plus any wait for a free worker, so a saturated
+	// target shows here (the correction for coordinated omission). Zero
+	// with --max, where there is no schedule.
+	FromSchedule LatencySummary
 }
 
 // AcceptedPerSec is the phase's accepted events over its elapsed time.
@@ -216,9 +221,10 @@ func (r BenchReport) Ratio() float64 {
 
 // loadBatch is one request's worth of generated events.
 type loadBatch struct {
-	body  []byte   // NDJSON, each line ending in "\n"
-	lines [][]byte // the events, sub-slices of body without the "\n"
-	keys  []string // each event's session
+	due   time.Time // with a Rate, when the schedule wanted it sent
+	body  []byte    // NDJSON, each line ending in "\n"
+	lines [][]byte  // the events, sub-slices of body without the "\n"
+	keys  []string  // each event's session
 }
 
 // outcome is what one send did.
@@ -274,7 +280,7 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 	sent, behind := dispatch(ctx, cfg, genStart, start, jobs)
 	wg.Wait()
 	rep := PhaseReport{Name: name, Target: target, Elapsed: time.Since(start), Events: sent, Behind: behind, ByStatus: map[string]int{}}
-	var h histogram
+	var h, hs histogram
 	for i := range workers {
 		w := &workers[i]
 		rep.Requests += w.requests
@@ -285,8 +291,10 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 			rep.ByStatus[k] += v
 		}
 		h.merge(&w.hist)
+		hs.merge(&w.fromSchedule)
 	}
 	rep.Latency = h.summary()
+	rep.FromSchedule = hs.summary()
 	return rep
 }
 
@@ -312,8 +320,9 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 	<-timer.C
 	for k := 0; sent < cfg.MaxEvents && ctx.Err() == nil; k++ {
 		now := time.Now()
+		var due time.Time
 		if cfg.Rate > 0 {
-			due := start.Add(time.Duration(float64(k*cfg.Batch) / cfg.Rate * float64(time.Second)))
+			due = start.Add(time.Duration(float64(k*cfg.Batch) / cfg.Rate * float64(time.Second)))
 			if !due.Before(end) {
 				return sent, behind
 			}
@@ -331,6 +340,7 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 			return sent, behind
 		}
 		b := makeBatch(g, min(cfg.Batch, cfg.MaxEvents-sent))
+		b.due = due
 		select {
 		case <-ctx.Done():
 			return sent, behind
@@ -361,7 +371,7 @@ func makeBatch(g *Generator, n int) *loadBatch {
 type workerStats struct {
 	requests, accepted, rejected, failed int
 	byStatus                             map[string]int
-	hist                                 histogram
+	hist, fromSchedule                   histogram
 }
 
 func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSender, jobs <-chan *loadBatch) {
@@ -370,7 +380,11 @@ func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSen
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		t0 := time.Now()
 		o := s.send(rctx, b)
-		w.hist.record(time.Since(t0))
+		done := time.Now()
+		w.hist.record(done.Sub(t0))
+		if !b.due.IsZero() {
+			w.fromSchedule.record(done.Sub(b.due))
+		}
 		cancel()
 		w.requests++
 		w.accepted += o.accepted

@@ -38,6 +38,10 @@ func TestBenchFixedRateWithBaseline(t *testing.T) {
 				if l := p.Latency; l.Count != uint64(p.Requests) || l.Max <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
 					t.Fatalf("%s: latency %+v", p.Name, l)
 				}
+				// From schedule includes the request, so it is never shorter.
+				if f := p.FromSchedule; f.Count != uint64(p.Requests) || f.Max < p.Latency.Max-time.Millisecond || f.P50 > f.P99 {
+					t.Fatalf("%s: from schedule %+v, latency %+v", p.Name, f, p.Latency)
+				}
 				if p.AcceptedPerSec() <= 0 {
 					t.Fatalf("%s: no rate", p.Name)
 				}
@@ -94,7 +98,7 @@ func TestBenchMaxStopsAtEventBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 100 + 100 + 50: the last batch is cut to the bound.
-	if p := rep.Gateway; p.Events != 250 || p.Accepted != 250 || p.Requests != 3 {
+	if p := rep.Gateway; p.Events != 250 || p.Accepted != 250 || p.Requests != 3 || p.FromSchedule.Count != 0 {
 		t.Fatalf("%+v", p)
 	}
 }

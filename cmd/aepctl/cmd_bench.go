@@ -108,6 +108,9 @@ func printPhase(w io.Writer, p PhaseReport) {
 	l := p.Latency
 	fmt.Fprintf(w, "  latency per request: p50 %v  p90 %v  p99 %v  max %v  mean %v\n",
 		rnd(l.P50), rnd(l.P90), rnd(l.P99), rnd(l.Max), rnd(l.Mean))
+	if l := p.FromSchedule; l.Count > 0 {
+		fmt.Fprintf(w, "  latency from schedule: p50 %v  p90 %v  p99 %v  max %v\n", rnd(l.P50), rnd(l.P90), rnd(l.P99), rnd(l.Max))
+	}
 	var parts []string
 	for _, k := range sortedStatuses(p.ByStatus) {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, p.ByStatus[k]))
