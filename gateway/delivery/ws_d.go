@@ -131,6 +131,10 @@ func (h *WSHandlerD) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant := h.tenant(r)
+	if tenant == "" { // not mounted behind authentication
+		writeErrD(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "no authenticated tenant", false, nil)
+		return
+	}
 	if !h.track(1) {
 		writeErrD(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the gateway is shutting down", true, nil)
 		return

@@ -1,12 +1,14 @@
 package delivery_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -650,5 +652,43 @@ func TestWSDShutdown(t *testing.T) {
 	}
 	if resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("after shutdown: %v %v", resp, err)
+	}
+}
+
+// TestWSDHeartbeatTimeout speaks WebSocket by hand so that pings go
+// unanswered: the gateway must send session.error session_timeout and close
+// with 1001.
+func TestWSDHeartbeatTimeout(t *testing.T) {
+	e := newWSEnv(t, delivery.WSConfigD{Heartbeat: 20 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // stops a hung test only
+	fmt.Fprintf(conn, "GET /aep HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: aep-0.1\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	open := wsControl("evt_open", "session.opened", `{"session_id":"sess_01","version":"0.1"}`)
+	frame := []byte{0x81, 0x80 | 126, byte(len(open) >> 8), byte(len(open)), 0, 0, 0, 0} // zero mask key
+	if _, err := conn.Write(append(frame, open...)); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	closeFrame := []byte{0x03, 0xE9} // 1001, big-endian, at the start of the close payload
+	for !(bytes.Contains(got, []byte(`"session_timeout"`)) && bytes.Contains(got, append([]byte{0x88}, byte(2+len("heartbeat timeout")), closeFrame[0], closeFrame[1]))) {
+		buf := make([]byte, 4096)
+		n, err := br.Read(buf)
+		if err != nil {
+			t.Fatalf("read: %v after %q", err, got)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Contains(got, []byte(`"session.ready"`)) || bytes.Index(got, []byte(`"session.ready"`)) > bytes.Index(got, []byte(`"session_timeout"`)) {
+		t.Fatalf("stream %q", got)
 	}
 }

@@ -1,0 +1,152 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+const wsTestTenant = "default"
+
+// wsTestHandler builds a handler on kfake with a real gateway ingest.
+func wsTestHandler(tb testing.TB, cfg WSConfigD) *WSHandlerD {
+	tb.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cluster.Close)
+	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{}, partitioning.TopicConfig{Partitions: 2, ReplicationFactor: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	eng, err := NewEngine(Config{ClientOpts: []kgo.Opt{seeds}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(eng.Close)
+	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ingest := func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
+		return srv.Ingest(ctx, tenant, aep.DialectD, events)
+	}
+	cfg.Logger = zerolog.New(io.Discard)
+	return NewWSHandlerD(eng, kr, ingest, nil, cfg)
+}
+
+// FuzzWSHandleD feeds client messages to a session (without a socket: the
+// outbound queue is inspected instead) and checks that nothing panics,
+// that every answer is a gateway envelope, and that a session that ends
+// always queues its close frame.
+func FuzzWSHandleD(f *testing.F) {
+	open := `{"aep_version":"0.1","id":"evt_o","type":"session.opened","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"session_id":"s","version":"0.1"}}`
+	for _, s := range []string{
+		open,
+		`{"aep_version":"0.1","id":"evt_s","type":"subscription.requested","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"types":"task.*"}}`,
+		`{"aep_version":"0.1","id":"evt_s","type":"subscription.requested","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{}}`,
+		`{"aep_version":"0.1","id":"evt_s","type":"subscription.requested","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"types":"*","from_cursor":"AAAA"}}`,
+		`{"aep_version":"0.1","id":"evt_c","type":"subscription.cancelled","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"subscription_id":"sub_0001"}}`,
+		`{"aep_version":"0.1","id":"evt_p","type":"task.progress","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"p":1}}`,
+		`{"aep_version":"0.1","id":"evt_x","type":"session.closed","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{}}`,
+		`{"aep_version":"0.1","id":"evt_o","type":"session.opened","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":"x"}`,
+		`{"aep":"1"}`, `[]`, `{`, "",
+	} {
+		f.Add(true, []byte(s))
+		f.Add(false, []byte(s))
+	}
+	h := wsTestHandler(f, WSConfigD{Heartbeat: -1, Outbound: 64, MaxSubscriptions: 4})
+	f.Fuzz(func(t *testing.T, opened bool, msg []byte) {
+		c := newWSConnD(h, nil, wsTestTenant)
+		defer func() {
+			c.endSubs()
+			c.cancel()
+			c.workers.Wait()
+		}()
+		if opened && !c.handle([]byte(open)) {
+			t.Fatal("session.opened refused")
+		}
+		ok := c.handle(msg)
+		if !ok && !c.closeQueued {
+			t.Fatalf("session ended without a close frame for %q", msg)
+		}
+		for {
+			select {
+			case o := <-c.out:
+				if o.close != 0 {
+					continue
+				}
+				var env struct {
+					Version string `json:"aep_version"`
+					ID      string `json:"id"`
+					Type    string `json:"type"`
+				}
+				if err := json.Unmarshal(o.msg, &env); err != nil || env.Version != "0.1" || !strings.HasPrefix(env.ID, "evt_") || env.Type == "" {
+					t.Fatalf("answer %s to %q", o.msg, msg)
+				}
+			default:
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkWSEncodeDelivery: the per-event cost of the WebSocket binding
+// (cursor signing, delivery member, subscription id), against the baseline
+// of the SSE data line alone with a precomputed cursor.
+func BenchmarkWSEncodeDelivery(b *testing.B) {
+	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &WSHandlerD{kr: kr, sse: &sseHandlerD{kr: kr}, cfg: WSConfigD{Source: "gateway:aep-gateway"}}
+	c := &wsConnD{h: h}
+	st := &streamD{tenant: wsTestTenant, mode: ModeReplayable, state: cursor.TopicState{Partitions: 3, End: []int64{0, 0, 0}}}
+	st.frontier = st.fullFrontier(nil)
+	s := &wsSubD{id: "sub_0001", st: st}
+	d := Delivery{Event: &Event{Record: &kgo.Record{Value: benchEvent, Partition: 1, Offset: 41}}, Sequence: 42}
+	cur, err := h.sse.cursorAt(st, 42)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("baseline-appendDataD", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf, _ := appendDataD(make([]byte, 0, len(benchEvent)+len(cur)+96), benchEvent, ModeReplayable, 42, cur)
+			_ = buf
+		}
+	})
+	b.Run("ws-event", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := c.encodeDelivery(s, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
