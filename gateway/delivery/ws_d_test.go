@@ -34,6 +34,7 @@ type wsEnv struct {
 	t   *testing.T
 	url string // http://...
 	h   *delivery.WSHandlerD
+	eng *delivery.Engine
 }
 
 func newWSEnv(t *testing.T, cfg delivery.WSConfigD) *wsEnv {
@@ -86,7 +87,7 @@ func newWSEnv(t *testing.T, cfg delivery.WSConfigD) *wsEnv {
 		eng.Close()
 		_ = srv.Shutdown(context.Background())
 	})
-	return &wsEnv{t: t, url: hs.URL, h: h}
+	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}
 }
 
 func (e *wsEnv) wsURL() string { return "ws" + strings.TrimPrefix(e.url, "http") + "/aep" }
@@ -690,5 +691,24 @@ func TestWSDHeartbeatTimeout(t *testing.T) {
 	}
 	if !bytes.Contains(got, []byte(`"session.ready"`)) || bytes.Index(got, []byte(`"session.ready"`)) > bytes.Index(got, []byte(`"session_timeout"`)) {
 		t.Fatalf("stream %q", got)
+	}
+}
+
+// TestWSDExpiredOnEngineClose: a subscription the gateway ends on its own is
+// announced with subscription.expired, and the session goes on.
+func TestWSDExpiredOnEngineClose(t *testing.T) {
+	e := newWSEnv(t, delivery.WSConfigD{})
+	w := e.open()
+	sub := w.mustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
+	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"))
+	last := w.event().Delivery.Cursor
+	e.eng.Close()
+	m := w.next()
+	if m.Type != "subscription.expired" || m.str("subscription_id") != sub || m.str("reason") != "shutdown" || m.str("cursor") != last || m.errCode() != "subscription_error" {
+		t.Fatalf("after engine close: %s", m.Raw)
+	}
+	w.send(wsControl("evt_c", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, sub)))
+	if m := w.next(); m.Type != "event.rejected" {
+		t.Fatalf("cancel of an expired subscription: %s", m.Raw)
 	}
 }
