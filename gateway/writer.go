@@ -66,8 +66,8 @@ func (w KafkaWriter) Write(ctx context.Context, recs []*kgo.Record) []error {
 
 // NewProducerOpts are the client options every gateway producer uses:
 // acks from all in-sync replicas, idempotent writes, Kafka's murmur2 key
-// placement, a record size bound that fits maxEvent bytes plus headers, and
-// a delivery timeout so that a record Kafka never acknowledges fails within
+// placement, a record size bound that fits maxEvent bytes plus headers, no
+// linger, and a delivery timeout so that a record Kafka never acknowledges fails within
 // writeTimeout instead of being retried forever.
 func NewProducerOpts(maxEvent int, writeTimeout time.Duration) []kgo.Opt {
 	// 1,000,000 stays under the broker default message.max.bytes
@@ -82,5 +82,9 @@ func NewProducerOpts(maxEvent int, writeTimeout time.Duration) []kgo.Opt {
 		kgo.ProducerBatchMaxBytes(maxBatch),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(writeTimeout),
+		// A client waits for its events' acknowledgement: send as soon as
+		// a partition has records (batches still form while requests are
+		// in flight) instead of lingering for more.
+		kgo.ProducerLinger(0),
 	}
 }
