@@ -182,6 +182,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	tenantOf := func(r *http.Request) string { return gateway.TenantFrom(r.Context()) }
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		delivery.NewSSEHandlerD(engine, keyring, tenantOf, delivery.SSEConfig{Logger: log}))
+	wsD := delivery.NewWSHandlerD(engine, keyring,
+		func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
+			return srv.Ingest(ctx, tenant, aep.DialectD, events)
+		}, tenantOf, delivery.WSConfigD{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
+	srv.Mount(aep.DialectD, "/aep", wsD)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -212,7 +217,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	// http.Server.Shutdown does not track hijacked (WebSocket) connections.
+	wsErr := wsD.Shutdown(sctx)
 	err = httpSrv.Shutdown(sctx)
+	if err == nil {
+		err = wsErr
+	}
 	<-serveErr
 	if serr := srv.Shutdown(sctx); err == nil {
 		err = serr
