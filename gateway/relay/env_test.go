@@ -39,6 +39,7 @@ type env struct {
 	adm   *kadm.Client
 	relay *relay.Relay
 	srv   *gateway.Server
+	seeds []string
 }
 
 func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
@@ -91,7 +92,7 @@ func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
 		eng.Close()
 		_ = srv.Shutdown(context.Background())
 	})
-	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv}
+	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv, seeds: cluster.ListenAddrs()}
 }
 
 // rEvent is a valid dialect R event of session at (epoch, seq).
@@ -125,10 +126,12 @@ type sseMsg struct {
 }
 
 type sseClient struct {
-	t      testing.TB
-	resp   *http.Response
-	msgs   chan sseMsg
-	cancel context.CancelFunc
+	t         testing.TB
+	resp      *http.Response
+	msgs      chan sseMsg
+	cancel    context.CancelFunc
+	first     sseMsg   // the stream-open comment
+	exhausted []string // replay-exhausted comments before it
 }
 
 // getSSE opens GET /stream with the query and headers; it fails the test on
@@ -148,8 +151,13 @@ func (e *env) getSSE(query url.Values, hdr map[string]string) *sseClient {
 	go c.read()
 	e.t.Cleanup(c.close)
 	// The stream is subscribed once its first comment arrives.
-	if m := c.next(); m.comment != "stream open" && !strings.HasPrefix(m.comment, "replay-exhausted") {
-		e.t.Fatalf("first message %+v, want the stream-open comment", m)
+	c.first = c.next()
+	for strings.HasPrefix(c.first.comment, "replay-exhausted") {
+		c.exhausted = append(c.exhausted, c.first.comment)
+		c.first = c.next()
+	}
+	if c.first.comment != "stream open" {
+		e.t.Fatalf("first message %+v, want the stream-open comment", c.first)
 	}
 	return c
 }
@@ -230,4 +238,44 @@ func (c *sseClient) nextEvent() sseMsg {
 		}
 		return m
 	}
+}
+
+// record finds the stored record of an event id in the tenant topic.
+func (e *env) record(id string) *kgo.Record {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("aep.default.events"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
+			for _, h := range r.Headers {
+				if h.Key == "aep-id" && string(h.Value) == id {
+					return r
+				}
+			}
+		}
+	}
+	e.t.Fatalf("event %s not in the log", id)
+	return nil
+}
+
+// waitIndexed polls until the relay's indexer has indexed partition p below
+// offset.
+func (e *env) waitIndexed(p int32, offset int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("partition %d not indexed to %d", p, offset)
 }

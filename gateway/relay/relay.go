@@ -242,3 +242,25 @@ func (rl *Relay) startIndex(ctx context.Context, tenant string) (*cursor.Indexer
 	}
 	return ix, res, nil
 }
+
+// Indexed reports the offset below which this node's indexer has written
+// the checkpoints of a tenant's partition, and whether it has indexed that
+// partition at all (false too when the tenant's indexer has not started:
+// it starts on the tenant's first stream). For readiness checks and tests.
+func (rl *Relay) Indexed(tenant string, partition int32) (int64, bool) {
+	rl.mu.Lock()
+	ti, ok := rl.tenants[tenant]
+	rl.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	select {
+	case <-ti.ready:
+	default:
+		return 0, false
+	}
+	if ti.ix == nil {
+		return 0, false
+	}
+	return ti.ix.Indexed(partition)
+}

@@ -170,12 +170,13 @@ func (s *sseStream) run(r *http.Request, sub *delivery.Subscription, marks []exh
 			idle = true
 		case d, ok := <-sub.C():
 			if !ok {
-				if errors.Is(sub.Err(), delivery.ErrSlowConsumer) {
-					// AEP-0003 §8.4: never drop notice-and-above silently;
-					// end the stream so the client resumes exactly.
-					s.buf = append(s.buf, ": slow consumer: reconnect with Last-Event-ID to resume\n\n"...)
-					s.write()
+				// The engine closed (or the catch-up failed): tell the
+				// client to come back; its Last-Event-ID resumes exactly.
+				if err := sub.Err(); err != nil && !errors.Is(err, delivery.ErrClosed) {
+					s.rl.cfg.Logger.Warn().Err(err).Msg("relay: subscription ended")
 				}
+				s.buf = append(s.buf, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
+				s.write()
 				return
 			}
 			s.add(d)

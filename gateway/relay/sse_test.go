@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/aep-gateway/aep-gateway/gateway/relay"
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 type pos struct {
@@ -64,7 +68,9 @@ func expectMarker(e *env, c *sseClient, k int) {
 
 func TestSSEResumeFromEveryPosition(t *testing.T) {
 	e := newEnv(t, nil)
-	order, raw := e.session("s-a", "s-b")
+	// The other session shares s-a's partition: its events lie between
+	// s-a's in the stretch the resume reads, and must not come out.
+	order, raw := e.session("s-a", colocated("s-a", "s-b"))
 	for i, from := range order {
 		t.Run(fmt.Sprintf("after %d:%d", from.epoch, from.seq), func(t *testing.T) {
 			c := e.getSSE(nil, map[string]string{"Last-Event-ID": fmt.Sprintf("s-a:%d:%d", from.epoch, from.seq)})
@@ -84,9 +90,12 @@ func TestSSEResumeFromEveryPosition(t *testing.T) {
 
 func TestSSEFromSeveralSessions(t *testing.T) {
 	e := newEnv(t, nil)
+	// s-b shares s-a's partition: reading starts at the lower resolved
+	// offset, and s-a's events at or before its position lie above it.
+	sb := colocated("s-a", "s-b")
+	orderB, rawB := e.session(sb, "s-y")
 	orderA, rawA := e.session("s-a", "s-x")
-	orderB, rawB := e.session("s-b", "s-y")
-	from := `[{"session":"s-a","epoch":0,"seq":2},{"session":"s-b","epoch":1,"seq":0},{"session":"s-a","epoch":1,"seq":3}]`
+	from := fmt.Sprintf(`[{"session":"s-a","epoch":0,"seq":2},{"session":%q,"epoch":1,"seq":0},{"session":"s-a","epoch":1,"seq":3}]`, sb)
 	// from wins over Last-Event-ID; s-a's earliest position wins.
 	c := e.getSSE(url.Values{"from": {from}}, map[string]string{"Last-Event-ID": "s-x:0:0"})
 	want := map[string][]string{}
@@ -94,10 +103,10 @@ func TestSSEFromSeveralSessions(t *testing.T) {
 		want["s-a"] = append(want["s-a"], rawA[p])
 	}
 	for _, p := range orderB[5:] {
-		want["s-b"] = append(want["s-b"], rawB[p])
+		want[sb] = append(want[sb], rawB[p])
 	}
 	got := map[string][]string{}
-	for range len(want["s-a"]) + len(want["s-b"]) {
+	for range len(want["s-a"]) + len(want[sb]) {
 		m := c.nextEvent()
 		s, _, _ := strings.Cut(m.id, ":")
 		got[s] = append(got[s], m.data)
@@ -228,4 +237,69 @@ func TestSSEMethodAndAccept(t *testing.T) {
 	if resp.StatusCode != http.StatusNotAcceptable {
 		t.Fatalf("Accept: application/json: %d", resp.StatusCode)
 	}
+}
+
+// colocated returns a session name starting with prefix whose events land
+// on the same partition of the 4-partition test topic as session's.
+func colocated(session, prefix string) string {
+	want := partitioning.Partition([]byte(session), 4)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if partitioning.Partition([]byte(name), 4) == want {
+			return name
+		}
+	}
+}
+
+// A position whose successor retention deleted: the replay-exhausted
+// comment first, naming the earliest position still held, then what is held.
+func TestSSEReplayExhausted(t *testing.T) {
+	e := newEnv(t, nil)
+	e.getSSE(nil, nil).close() // starts the tenant's indexer
+	order, raw := e.session("s-a", colocated("s-a", "s-b"))
+	last := e.record("s-a-1-3")
+	e.waitIndexed(last.Partition, last.Offset+1)
+	r := e.record("s-a-0-3")
+	ctx := context.Background()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset})
+	if _, err := e.adm.DeleteRecords(ctx, offs); err != nil {
+		t.Fatal(err)
+	}
+	c := e.getSSE(nil, map[string]string{"Last-Event-ID": "s-a:0:0"})
+	if len(c.exhausted) != 1 || c.exhausted[0] != "replay-exhausted s-a 0:3" {
+		t.Fatalf("markers %q, want [replay-exhausted s-a 0:3]", c.exhausted)
+	}
+	for _, p := range order[3:] {
+		if m := c.nextEvent(); m.data != raw[p] {
+			t.Fatalf("got %q, want %q", m.data, raw[p])
+		}
+	}
+	expectMarker(e, c, 0)
+	// A position still held resumes without a marker.
+	c = e.getSSE(nil, map[string]string{"Last-Event-ID": "s-a:1:0"})
+	if len(c.exhausted) != 0 {
+		t.Fatalf("markers %q for a held position", c.exhausted)
+	}
+	for _, p := range order[5:] {
+		if m := c.nextEvent(); m.data != raw[p] {
+			t.Fatalf("got %q, want %q", m.data, raw[p])
+		}
+	}
+}
+
+// An emitter's retry (same source and id) in the replayed stretch goes out
+// once.
+func TestSSEReplayDedupes(t *testing.T) {
+	e := newEnv(t, nil)
+	ev0, ev1, ev2 := rEvent("d-0", "s-d", 0, 0), rEvent("d-1", "s-d", 0, 1), rEvent("d-2", "s-d", 0, 2)
+	e.post(ev0, ev1, ev2)
+	e.post(ev1, ev2) // retried after a lost response
+	c := e.getSSE(nil, map[string]string{"Last-Event-ID": "s-d:0:0"})
+	for _, want := range []string{ev1, ev2} {
+		if m := c.nextEvent(); m.data != want {
+			t.Fatalf("got %q, want %q", m.data, want)
+		}
+	}
+	expectMarker(e, c, 0)
 }
