@@ -1,0 +1,453 @@
+package delivery
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// bdRig is a whole gateway on in-process kfake: ingest (gateway.New) and
+// the dialect D SSE stream on one httptest server, the Engine behind it, and
+// the gateway's own producer client for writing straight to the topic.
+type bdRig struct {
+	tb     testing.TB
+	url    string
+	seeds  kgo.Opt
+	prod   *kgo.Client // the gateway's producer (gateway.NewProducerOpts)
+	eng    *Engine
+	topic  string
+	tenant string
+}
+
+// bdRigConfig shapes a rig; zero fields mean the defaults below.
+type bdRigConfig struct {
+	SSE        SSEConfig
+	Partitions int32              // default 3
+	Accepted   func(*net.TCPConn) // applied to each accepted server connection
+	Queue      int                // Engine Config.Queue
+}
+
+func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
+	tb.Helper()
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 3
+	}
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cluster.Close)
+	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	naming := partitioning.Naming{}
+	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), naming, partitioning.TopicConfig{Partitions: cfg.Partitions, ReplicationFactor: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tenant := gateway.DevTenant
+	if _, err := prov.Ensure(context.Background(), tenant); err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	eng, err := NewEngine(Config{ClientOpts: []kgo.Opt{seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: prov, Queue: cfg.Queue, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /aep/events", NewSSEHandlerD(eng, kr, func(*http.Request) string { return tenant }, cfg.SSE))
+	mux.Handle("/", srv.Handler())
+	hs := httptest.NewUnstartedServer(mux)
+	if cfg.Accepted != nil {
+		hs.Listener = bdListener{Listener: hs.Listener, accepted: cfg.Accepted}
+	}
+	hs.Start()
+	tb.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		eng.Close()
+		_ = srv.Shutdown(context.Background())
+	})
+	return &bdRig{tb: tb, url: hs.URL, seeds: seeds, prod: cl, eng: eng, topic: naming.Events(tenant), tenant: tenant}
+}
+
+// bdListener lets a test shape each accepted socket (its send buffer).
+type bdListener struct {
+	net.Listener
+	accepted func(*net.TCPConn)
+}
+
+func (l bdListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		l.accepted(tc)
+	}
+	return c, err
+}
+
+// bdValue is a ~300-byte dialect D event whose id carries n.
+func bdValue(prefix string, n int) []byte {
+	return fmt.Appendf(nil, `{"aep_version":"0.1","id":"evt_%s_%08d","type":"task.progress","source":"agent:researcher","target":"tool:crawler","task_id":"task_01","session_id":"sess_01","created_at":"2026-07-09T10:00:00Z","payload":{"progress":0.5,"message":"crawling page 3 of 10"}}`, prefix, n)
+}
+
+// bdRecord is the record ingest would write for bdValue(prefix, n): same
+// headers, key, topic; the partitioner picks the partition unless p >= 0.
+func (r *bdRig) bdRecord(prefix string, n int, p int32) *kgo.Record {
+	a := aep.Attrs{Dialect: aep.DialectD, ID: fmt.Sprintf("evt_%s_%08d", prefix, n), Type: "task.progress", Source: "agent:researcher", Session: "sess_01", Task: "task_01", Target: "tool:crawler"}
+	rec := &kgo.Record{Topic: r.topic, Key: []byte(fmt.Sprintf("k%d", n)), Value: bdValue(prefix, n), Headers: partitioning.AppendHeaders(nil, &a)}
+	if p >= 0 {
+		rec.Partition = p
+	}
+	return rec
+}
+
+// produce writes records [from, from+n) with prefix straight to the topic
+// and waits for the acks.
+func (r *bdRig) produce(prefix string, from, n int) {
+	r.tb.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = r.bdRecord(prefix, from+i, -1)
+	}
+	if err := r.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		r.tb.Fatal(err)
+	}
+}
+
+// bdClient returns an HTTP/1.1 client that keeps up to conns connections
+// to the one host open at once.
+func bdClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxConnsPerHost: conns + 16, MaxIdleConnsPerHost: conns + 16, MaxIdleConns: conns + 16,
+		DisableCompression: true, ForceAttemptHTTP2: false,
+	}}
+}
+
+// openSSE opens GET /aep/events?query and returns the response once the
+// ": stream open" comment was read (the subscription is registered then).
+func (r *bdRig) openSSE(cl *http.Client, query string) (*http.Response, *bufio.Reader) {
+	r.tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.url+"/aep/events?"+query, nil)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := cl.Do(req)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		r.tb.Fatalf("open stream: %d %s", resp.StatusCode, b)
+	}
+	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	line, err := br.ReadString('\n')
+	if err != nil || line != ": stream open\n" {
+		resp.Body.Close()
+		r.tb.Fatalf("first line %q, %v", line, err)
+	}
+	return resp, br
+}
+
+// bdWait polls cond, failing after a generous bound (a hang, not a timing
+// assertion).
+func bdWait(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// BenchmarkDeliveryFanout: delivered events per second to 1, 100 and 1000
+// subscribers of every event. Each iteration produces 100 events straight
+// to the tenant topic (3 partitions) and waits until every subscriber has
+// received all of them (up to 4 batches in flight). "sse" subscribers are HTTP/1.1 clients over real
+// sockets reading the dialect D stream; "engine" subscribers read the
+// Subscription channels (no HTTP, no SSE encoding, no cursor), to separate
+// the fan-out from the HTTP cost. Queues (1024) exceed the 400 events in
+// flight, so nothing is dropped: a drop would leave the wait unfinished.
+func BenchmarkDeliveryFanout(b *testing.B) {
+	const batch = 100
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("engine/subs=%d", n), func(b *testing.B) {
+			r := newBDRig(b, bdRigConfig{Queue: 1024})
+			var got atomic.Int64
+			var wg sync.WaitGroup
+			subs := make([]*Subscription, n)
+			for i := range subs {
+				s, err := r.eng.Subscribe(context.Background(), Request{Tenant: r.tenant, Filter: mustFilter(b, "types=task.*")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				subs[i] = s
+				wg.Go(func() {
+					for range s.C() {
+						got.Add(1)
+					}
+				})
+			}
+			defer func() {
+				for _, s := range subs {
+					s.Close()
+				}
+				wg.Wait()
+			}()
+			bdFanout(b, r, n, batch, &got)
+		})
+		b.Run(fmt.Sprintf("sse/subs=%d", n), func(b *testing.B) {
+			r := newBDRig(b, bdRigConfig{SSE: SSEConfig{Queue: 1024}})
+			cl := bdClient(n)
+			defer cl.CloseIdleConnections()
+			var got atomic.Int64
+			var wg sync.WaitGroup
+			bodies := make([]io.Closer, n)
+			for i := range bodies {
+				resp, br := r.openSSE(cl, "types=task.*")
+				bodies[i] = resp.Body
+				wg.Go(func() {
+					for {
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if bytes.HasPrefix(line, []byte("data: ")) {
+							got.Add(1)
+						}
+					}
+				})
+			}
+			defer func() {
+				for _, c := range bodies {
+					c.Close()
+				}
+				wg.Wait()
+			}()
+			bdFanout(b, r, n, batch, &got)
+		})
+	}
+}
+
+// bdDepth is how many produced batches may be in flight (produced, not
+// yet received by every subscriber); depth × batch stays below the queue.
+const bdDepth = 4
+
+func bdFanout(b *testing.B, r *bdRig, subs, batch int, got *atomic.Int64) {
+	b.ReportAllocs()
+	sent := 0
+	b.ResetTimer()
+	for range b.N {
+		r.produce("fan", sent, batch)
+		sent += batch
+		// Keep at most depth batches in flight per subscriber.
+		want := int64(max(sent-(bdDepth-1)*batch, 0) * subs)
+		bdWait(b, "every subscriber to receive the batches", func() bool { return got.Load() >= want })
+	}
+	bdWait(b, "every subscriber to receive every batch", func() bool { return got.Load() >= int64(sent*subs) })
+	if got.Load() != int64(sent*subs) {
+		b.Fatalf("received %d, want %d", got.Load(), sent*subs)
+	}
+	sec := b.Elapsed().Seconds()
+	b.ReportMetric(float64(sent*subs)/sec, "deliveries/s")
+	b.ReportMetric(float64(sent)/sec, "events/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkDeliveryLatency: publish→deliver latency at a fixed rate
+// (1000 events/s, 2000 events), p50 and p99, end to end through the
+// gateway (POST /aep/events of one event, the time taken just before the
+// request, until its SSE message is read by a subscriber on a real socket)
+// beside the baseline of a direct franz-go produce (the gateway's producer
+// options) to a plain consumer of the same topic on the same kfake broker,
+// run first in the same benchmark.
+func BenchmarkDeliveryLatency(b *testing.B) {
+	const rate, count = 1000, 2000
+	b.ReportAllocs()
+	var direct, gw []time.Duration
+	for b.Loop() {
+		r := newBDRig(b, bdRigConfig{})
+		direct = append(direct, bdDirectLatency(b, r, rate, count)...)
+		gw = append(gw, bdGatewayLatency(b, r, rate, count)...)
+	}
+	slices.Sort(direct)
+	slices.Sort(gw)
+	q := func(s []time.Duration, f float64) float64 {
+		return float64(s[int(f*float64(len(s)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(q(gw, 0.5), "gw-p50-ms")
+	b.ReportMetric(q(gw, 0.99), "gw-p99-ms")
+	b.ReportMetric(q(direct, 0.5), "direct-p50-ms")
+	b.ReportMetric(q(direct, 0.99), "direct-p99-ms")
+	b.ReportMetric(q(gw, 0.5)/q(direct, 0.5), "p50-ratio")
+	b.ReportMetric(q(gw, 0.99)/q(direct, 0.99), "p99-ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+// bdPace calls send(i) for i in [0, count) at rate per second, on a fixed
+// schedule (a late send does not shift the later ones), recording the
+// start time of each in starts.
+func bdPace(rate, count int, starts []time.Time, send func(i int)) {
+	period := time.Second / time.Duration(rate)
+	t0 := time.Now()
+	for i := range count {
+		if d := time.Until(t0.Add(time.Duration(i) * period)); d > 0 {
+			time.Sleep(d)
+		}
+		starts[i] = time.Now()
+		send(i)
+	}
+}
+
+// bdCollect records when each event index arrives; done is closed when all
+// count have.
+type bdCollect struct {
+	mu     sync.Mutex
+	arrive []time.Time
+	seen   int
+	done   chan struct{}
+}
+
+func newBDCollect(count int) *bdCollect {
+	return &bdCollect{arrive: make([]time.Time, count), done: make(chan struct{})}
+}
+
+func (c *bdCollect) mark(i int, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.arrive) || !c.arrive[i].IsZero() {
+		return
+	}
+	c.arrive[i] = at
+	if c.seen++; c.seen == len(c.arrive) {
+		close(c.done)
+	}
+}
+
+func (c *bdCollect) latencies(tb testing.TB, starts []time.Time) []time.Duration {
+	select {
+	case <-c.done:
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("only %d events arrived", c.seen)
+	}
+	out := make([]time.Duration, len(starts))
+	for i := range out {
+		out[i] = c.arrive[i].Sub(starts[i])
+	}
+	return out
+}
+
+// bdIndex parses the event index out of "evt_<prefix>_<8 digits>" in line.
+func bdIndex(line []byte, prefix string) int {
+	k := bytes.Index(line, []byte("evt_"+prefix+"_"))
+	if k < 0 || len(line) < k+len(prefix)+13 {
+		return -1
+	}
+	n, err := strconv.Atoi(string(line[k+len(prefix)+5 : k+len(prefix)+13]))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func bdDirectLatency(b *testing.B, r *bdRig, rate, count int) []time.Duration {
+	ends, err := kadm.NewClient(r.prod).ListEndOffsets(context.Background(), r.topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	offs := map[int32]kgo.Offset{}
+	ends.Each(func(lo kadm.ListedOffset) { offs[lo.Partition] = kgo.NewOffset().At(lo.Offset) })
+	cons, err := kgo.NewClient(r.seeds, kgo.FetchMaxWait(200*time.Millisecond), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.topic: offs}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cons.Close()
+	col := newBDCollect(count)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(rec *kgo.Record) { col.mark(bdIndex(rec.Value, "dir"), now) })
+		}
+	})
+	starts := make([]time.Time, count)
+	bdPace(rate, count, starts, func(i int) {
+		if err := r.prod.ProduceSync(ctx, r.bdRecord("dir", i, -1)).FirstErr(); err != nil {
+			b.Error(err)
+		}
+	})
+	return col.latencies(b, starts)
+}
+
+func bdGatewayLatency(b *testing.B, r *bdRig, rate, count int) []time.Duration {
+	cl := bdClient(4)
+	defer cl.CloseIdleConnections()
+	resp, br := r.openSSE(cl, "types=task.*")
+	col := newBDCollect(count)
+	var wg sync.WaitGroup
+	defer func() { resp.Body.Close(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if bytes.HasPrefix(line, []byte("data: ")) {
+				col.mark(bdIndex(line, "gw"), time.Now())
+			}
+		}
+	})
+	starts := make([]time.Time, count)
+	bdPace(rate, count, starts, func(i int) {
+		body := append(bdValue("gw", i), '\n')
+		resp, err := cl.Post(r.url+"/aep/events", "application/x-ndjson", bytes.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(out), `"accepted":1`) {
+			b.Errorf("ingest: %d %s", resp.StatusCode, out)
+		}
+	})
+	return col.latencies(b, starts)
+}
