@@ -279,3 +279,14 @@ func (e *env) waitIndexed(p int32, offset int64) {
 	}
 	e.t.Fatalf("partition %d not indexed to %d", p, offset)
 }
+
+// deleteBefore deletes r's partition below r (retention, as the broker
+// would apply it).
+func (e *env) deleteBefore(r *kgo.Record) {
+	e.t.Helper()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset})
+	if _, err := e.adm.DeleteRecords(context.Background(), offs); err != nil {
+		e.t.Fatal(err)
+	}
+}
