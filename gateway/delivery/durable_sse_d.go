@@ -1,0 +1,290 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+)
+
+// redeliveredD is the payload of event.redelivered (D delivery.md).
+type redeliveredD struct {
+	OriginalEventID string `json:"original_event_id"`
+	Attempt         int    `json:"attempt"`
+	SubscriptionID  string `json:"subscription_id"`
+}
+
+// expiredD is the payload of subscription.expired.
+type expiredD struct {
+	SubscriptionID string `json:"subscription_id"`
+	Reason         string `json:"reason"`
+}
+
+// stream serves GET /aep/subscriptions/{id}/stream: the subscription's
+// events from its committed offsets, as SSE, in at_least_once mode.
+func (h *SubscriptionsHandlerD) stream(w http.ResponseWriter, r *http.Request, id string) {
+	if _, ok := w.(http.Flusher); !ok {
+		writeErrD(w, http.StatusInternalServerError, aep.CodeDInternalError, "streaming is not supported on this connection", false, nil)
+		return
+	}
+	def, ok := h.lookup(w, r, id)
+	if !ok {
+		return
+	}
+	tenant := h.tenant(r)
+	f, err := filtering.ParseD(def.Filter)
+	if err != nil {
+		h.cfg.Logger.Error().Err(err).Str("subscription", id).Msg("delivery: stored filter does not parse")
+		writeErrD(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
+		return
+	}
+	key := tenant + "/" + id
+	h.mu.Lock()
+	if _, busy := h.active[key]; busy {
+		h.mu.Unlock()
+		writeErrD(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" already has an open stream", true, map[string]string{"subscription_id": id})
+		return
+	}
+	h.active[key] = nil // reserved while opening
+	h.mu.Unlock()
+	release := func() {
+		h.mu.Lock()
+		delete(h.active, key)
+		h.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
+	st, err := h.e.State(ctx, tenant)
+	var s *DurableStream
+	if err == nil {
+		req := DurableRequest{
+			Tenant: tenant, SubscriptionID: id, Group: SubscriptionGroup(tenant, id), Filter: f,
+			Policy: h.policy(def), Window: h.cfg.Window, CommitInterval: h.cfg.CommitInterval,
+		}
+		if def.ExpiresAt != nil {
+			req.ExpiresAt = *def.ExpiresAt
+		}
+		s, err = h.e.OpenDurable(ctx, req)
+	}
+	cancel()
+	if err != nil {
+		release()
+		h.unavailable(w, tenant, "open stream", err)
+		return
+	}
+	h.mu.Lock()
+	h.active[key] = s
+	h.mu.Unlock()
+	defer func() {
+		s.Close()
+		release()
+	}()
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	dst := &durableSSE{h: h, id: id, st: &streamD{tenant: tenant, mode: ModeAtLeastOnce, state: st}}
+	dst.st.frontier = dst.st.fullFrontier(nil)
+	dst.run(w, r, s)
+}
+
+type durableSSE struct {
+	h  *SubscriptionsHandlerD
+	id string
+	st *streamD
+}
+
+func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *DurableStream) {
+	rc := http.NewResponseController(w)
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(d.h.cfg.WriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write([]byte(": stream open\n\n")) {
+		return
+	}
+	hb := time.NewTicker(d.h.cfg.Heartbeat)
+	defer hb.Stop()
+	var buf []byte
+	idle := true
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-hb.C:
+			if idle && !write([]byte(": heartbeat\n\n")) {
+				return
+			}
+			idle = true
+		case dl, ok := <-s.C():
+			buf = buf[:0]
+			var err error
+			for n := 0; ok; n++ {
+				if buf, err = d.appendMessage(buf, dl); err != nil {
+					d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("delivery: encode message")
+					return
+				}
+				if n+1 >= d.h.cfg.Batch || len(s.C()) == 0 {
+					break
+				}
+				dl, ok = <-s.C()
+			}
+			if !ok && errors.Is(s.Err(), ErrExpired) {
+				if ev, err := noticeD("subscription.expired", expiredD{SubscriptionID: d.id, Reason: "expired"}, time.Now()); err == nil {
+					buf = appendNotice(buf, "subscription.expired", ev)
+				}
+			}
+			if len(buf) > 0 && !write(buf) {
+				return
+			}
+			idle = false
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+func appendNotice(buf []byte, typ string, ev []byte) []byte {
+	buf = append(buf, "event: "...)
+	buf = append(buf, typ...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, ev...)
+	return append(buf, "\n\n"...)
+}
+
+// appendMessage writes one durable delivery: a redelivery is announced by
+// event.redelivered {original_event_id, attempt, subscription_id} right
+// before the event itself; a dead-lettered event by event.dead_lettered.
+func (d *durableSSE) appendMessage(buf []byte, dl DurableDelivery) ([]byte, error) {
+	if dl.Kind == DurableDeadLettered {
+		return appendNotice(buf, "event.dead_lettered", dl.Notice), nil
+	}
+	if dl.Attempt > 1 {
+		ev, err := noticeD("event.redelivered", redeliveredD{OriginalEventID: dl.Event.Attrs.ID, Attempt: dl.Attempt, SubscriptionID: d.id}, time.Now())
+		if err != nil {
+			return buf, err
+		}
+		buf = appendNotice(buf, "event.redelivered", ev)
+	}
+	p := dl.Event.Record.Partition
+	if int(p) < len(d.st.frontier) && dl.Event.Record.Offset+1 > d.st.frontier[p].Offset {
+		d.st.frontier[p].Offset = dl.Event.Record.Offset + 1
+	}
+	cur, err := d.h.kr.Encode(d.st.tenant, cursor.Cursor{
+		Topic: d.st.state.ID.Tag(), Partitions: d.st.state.Partitions, Sequence: dl.Sequence, Offsets: d.st.frontier,
+	})
+	if err != nil {
+		return buf, err
+	}
+	buf = append(buf, "id: "...)
+	buf = append(buf, cur...)
+	buf = append(buf, "\nevent: "...)
+	buf = append(buf, dl.Event.Attrs.Type...)
+	buf = append(buf, "\ndata: "...)
+	var ok bool
+	if buf, ok = appendDataD(buf, dl.Event.Record.Value, ModeAtLeastOnce, dl.Sequence, cur); !ok {
+		return buf, errors.New("stored event is not a JSON object at offset " + strconv.FormatInt(dl.Event.Record.Offset, 10))
+	}
+	return append(buf, "\n\n"...), nil
+}
+
+// ackItemD is one element of an acks batch: an event.acknowledged or
+// event.rejected envelope (only type and payload are read).
+type ackItemD struct {
+	Type    string `json:"type"`
+	Payload struct {
+		AcknowledgedEventID string  `json:"acknowledged_event_id"`
+		Error               *errorD `json:"error"`
+	} `json:"payload"`
+}
+
+// ackResultD is the answer for one element.
+type ackResultD struct {
+	AcknowledgedEventID string  `json:"acknowledged_event_id,omitempty"`
+	Result              string  `json:"result"` // applied, rejected, unknown, invalid
+	Error               *errorD `json:"error,omitempty"`
+}
+
+// parseAcksD reads an acks body: a JSON array of envelopes, or one
+// envelope. Elements that are not acks get an "invalid" result.
+func parseAcksD(body []byte) ([]ackItemD, []ackResultD, error) {
+	body = bytes.TrimSpace(body)
+	var raws []json.RawMessage
+	if len(body) > 0 && body[0] == '[' {
+		if err := json.Unmarshal(body, &raws); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		raws = []json.RawMessage{body}
+	}
+	if len(raws) > maxAcksPerBatch {
+		return nil, nil, errors.New("too many acks in one batch (at most " + strconv.Itoa(maxAcksPerBatch) + ")")
+	}
+	items := make([]ackItemD, len(raws))
+	res := make([]ackResultD, len(raws))
+	for i, raw := range raws {
+		it := &items[i]
+		if err := json.Unmarshal(raw, it); err != nil {
+			res[i] = ackResultD{Result: "invalid", Error: &errorD{Code: aep.CodeDInvalidEnvelope, Message: "not a JSON object"}}
+			it.Type = ""
+			continue
+		}
+		switch {
+		case it.Type != "event.acknowledged" && it.Type != "event.rejected":
+			res[i] = ackResultD{Result: "invalid", Error: &errorD{Code: aep.CodeDInvalidEventType, Message: "type must be event.acknowledged or event.rejected"}}
+			it.Type = ""
+		case it.Payload.AcknowledgedEventID == "":
+			res[i] = ackResultD{Result: "invalid", Error: &errorD{Code: aep.CodeDInvalidEnvelope, Message: "payload.acknowledged_event_id is required"}}
+			it.Type = ""
+		}
+	}
+	return items, res, nil
+}
+
+// acks serves POST /aep/subscriptions/{id}/acks. The acks reach the
+// subscription's stream open on this node; with none open, 409.
+func (h *SubscriptionsHandlerD) acks(w http.ResponseWriter, r *http.Request, id string) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	items, res, err := parseAcksD(body)
+	if err != nil {
+		writeErrD(w, http.StatusBadRequest, aep.CodeDInvalidEnvelope, "the body must be an event.acknowledged / event.rejected envelope or an array of them: "+err.Error(), false, nil)
+		return
+	}
+	s := h.activeStream(h.tenant(r), id)
+	if s == nil {
+		writeErrD(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" has no open stream on this node; acks go to the node serving its stream", true, map[string]string{"subscription_id": id})
+		return
+	}
+	for i, it := range items {
+		if it.Type == "" {
+			continue
+		}
+		res[i].AcknowledgedEventID = it.Payload.AcknowledgedEventID
+		if it.Type == "event.acknowledged" {
+			res[i].Result = string(s.Ack(it.Payload.AcknowledgedEventID))
+			continue
+		}
+		e := errorD{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
+		if it.Payload.Error != nil && it.Payload.Error.Code != "" {
+			e = *it.Payload.Error
+		}
+		res[i].Result = string(s.Reject(it.Payload.AcknowledgedEventID, e.Code, e.Message))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Results []ackResultD `json:"results"`
+	}{res})
+}
