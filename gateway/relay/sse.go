@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -246,6 +247,9 @@ func appendSSEMessage(buf []byte, a *aep.Attrs, raw []byte) []byte {
 func appendOneLine(buf, raw []byte) []byte {
 	start := len(buf)
 	buf = append(buf, raw...)
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return buf // the common case: vectorised scans, a plain copy
+	}
 	for i := start; i < len(buf); i++ {
 		if buf[i] == '\n' || buf[i] == '\r' {
 			buf[i] = ' '
