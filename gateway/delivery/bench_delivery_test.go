@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,7 +174,7 @@ func (r *bdRig) openSSE(cl *http.Client, query string) (*http.Response, *bufio.R
 		resp.Body.Close()
 		r.tb.Fatalf("open stream: %d %s", resp.StatusCode, b)
 	}
-	br := bufio.NewReaderSize(resp.Body, 16<<10)
+	br := bufio.NewReader(resp.Body) // 4 KiB: a message is about 700 bytes
 	line, err := br.ReadString('\n')
 	if err != nil || line != ": stream open\n" {
 		resp.Body.Close()
@@ -208,6 +209,7 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("engine/subs=%d", n), func(b *testing.B) {
 			r := newBDRig(b, bdRigConfig{Queue: 1024})
+			heap0 := bdHeap()
 			var got atomic.Int64
 			var wg sync.WaitGroup
 			subs := make([]*Subscription, n)
@@ -229,12 +231,17 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 				}
 				wg.Wait()
 			}()
+			perSub := float64(bdHeap()-heap0) / float64(n)
 			bdFanout(b, r, n, batch, &got)
+			if n >= 100 { // below, the tail's own buffers and GC noise dominate
+				b.ReportMetric(perSub/1024, "heap-KiB/sub")
+			}
 		})
 		b.Run(fmt.Sprintf("sse/subs=%d", n), func(b *testing.B) {
 			r := newBDRig(b, bdRigConfig{SSE: SSEConfig{Queue: 1024}})
 			cl := bdClient(n)
 			defer cl.CloseIdleConnections()
+			heap0 := bdHeap()
 			var got atomic.Int64
 			var wg sync.WaitGroup
 			bodies := make([]io.Closer, n)
@@ -259,7 +266,11 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 				}
 				wg.Wait()
 			}()
+			perSub := float64(bdHeap()-heap0) / float64(n) // both ends of each stream
 			bdFanout(b, r, n, batch, &got)
+			if n >= 100 { // below, the tail's own buffers and GC noise dominate
+				b.ReportMetric(perSub/1024, "heap-KiB/sub")
+			}
 		})
 	}
 }
@@ -268,9 +279,19 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 // yet received by every subscriber); depth × batch stays below the queue.
 const bdDepth = 4
 
+// bdHeap is the live heap after a collection.
+func bdHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
 func bdFanout(b *testing.B, r *bdRig, subs, batch int, got *atomic.Int64) {
 	b.ReportAllocs()
 	sent := 0
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	b.ResetTimer()
 	for range b.N {
 		r.produce("fan", sent, batch)
@@ -280,12 +301,16 @@ func bdFanout(b *testing.B, r *bdRig, subs, batch int, got *atomic.Int64) {
 		bdWait(b, "every subscriber to receive the batches", func() bool { return got.Load() >= want })
 	}
 	bdWait(b, "every subscriber to receive every batch", func() bool { return got.Load() >= int64(sent*subs) })
+	b.StopTimer()
+	runtime.ReadMemStats(&ms1)
 	if got.Load() != int64(sent*subs) {
 		b.Fatalf("received %d, want %d", got.Load(), sent*subs)
 	}
 	sec := b.Elapsed().Seconds()
 	b.ReportMetric(float64(sent*subs)/sec, "deliveries/s")
 	b.ReportMetric(float64(sent)/sec, "events/s")
+	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/float64(sent*subs), "allocs/delivery")
+	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(sent*subs), "B/delivery")
 	b.ReportMetric(0, "ns/op")
 }
 
