@@ -187,6 +187,12 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			return srv.Ingest(ctx, tenant, aep.DialectD, events)
 		}, tenantOf, delivery.WSConfigD{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
 	srv.Mount(aep.DialectD, "/aep", wsD)
+	// Durable at_least_once subscriptions (docs/delivery-durable-d.md); their
+	// streams end with the engine at shutdown start.
+	subsD := delivery.NewSubscriptionsHandlerD(engine, keyring, tenantOf,
+		delivery.SubsConfigD{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
+	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

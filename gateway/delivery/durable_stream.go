@@ -116,6 +116,7 @@ const (
 	OutcomeApplied  AckOutcome = "applied"  // settled pending deliveries
 	OutcomeRejected AckOutcome = "rejected" // queued for dead-lettering
 	OutcomeUnknown  AckOutcome = "unknown"  // nothing pending under that id: duplicate, late, or never delivered
+	OutcomeClosed   AckOutcome = "closed"   // the stream has ended: send it again to the next stream
 )
 
 // DurableStats is a snapshot of a durable stream.
@@ -176,6 +177,7 @@ type DurableStream struct {
 	pollCancel context.CancelFunc
 	stats      DurableStats
 	lastCommit []string
+	ended      bool // the reader has stopped: acks are refused
 
 	closeOnce sync.Once
 }
@@ -319,6 +321,9 @@ func (s *DurableStream) Stats() DurableStats {
 func (s *DurableStream) Ack(eventID string) AckOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended {
+		return OutcomeClosed
+	}
 	list := s.byID[eventID]
 	if len(list) == 0 {
 		return OutcomeUnknown
@@ -337,6 +342,9 @@ func (s *DurableStream) Ack(eventID string) AckOutcome {
 func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended {
+		return OutcomeClosed
+	}
 	list := s.byID[eventID]
 	if len(list) == 0 {
 		return OutcomeUnknown
@@ -379,6 +387,9 @@ func (s *DurableStream) run(ctx context.Context) {
 	defer s.e.wg.Done()
 	defer close(s.done)
 	err := s.loop(ctx)
+	s.mu.Lock()
+	s.ended = true // the final commit below sees every ack applied before
+	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if cerr := s.commit(cctx); cerr != nil {
 		s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("delivery: final commit")

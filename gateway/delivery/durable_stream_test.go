@@ -111,6 +111,9 @@ func TestDurableResumeRedeliversUnacked(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	s.Close()
+	if got := s.Ack("evt_s0_0"); got != OutcomeClosed {
+		t.Fatalf("ack after close: %s", got)
+	}
 
 	s2 := openDurable(t, e, group, long, 0)
 	for range 2 {
