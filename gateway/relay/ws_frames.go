@@ -39,20 +39,26 @@ const (
 	roleBoth     = "both"
 )
 
-type helloCaps struct {
+// Capabilities is the capability object of the relay's hello (AEP-0003
+// §4), which the discovery document reuses (§3.4). It marshals to JSON.
+type Capabilities struct {
 	Filters      []string       `json:"filters"`
 	Capture      []string       `json:"capture"`
-	Replay       replayCaps     `json:"replay"`
-	Control      controlCaps    `json:"control"`
+	Replay       ReplayCaps     `json:"replay"`
+	Control      ControlCaps    `json:"control"`
 	Experimental map[string]any `json:"experimental"`
 }
 
-type replayCaps struct {
+// ReplayCaps is capabilities.replay: the advertised replay depth and
+// whether from "all" is implemented.
+type ReplayCaps struct {
 	Buffer int  `json:"buffer"`
 	All    bool `json:"all"`
 }
 
-type controlCaps struct {
+// ControlCaps is capabilities.control: the control commands accepted
+// (AEP-0004; none).
+type ControlCaps struct {
 	Accepts []string `json:"accepts"`
 }
 
@@ -61,18 +67,18 @@ type helloFrame struct {
 	Versions     []string          `json:"versions"`
 	Role         string            `json:"role"`
 	Identity     map[string]string `json:"identity"`
-	Capabilities helloCaps         `json:"capabilities"`
+	Capabilities Capabilities      `json:"capabilities"`
 }
 
 // Capabilities returns what this relay declares in hello and what the
 // discovery document should advertise (AEP-0003 §3.4 reuses the shape):
 // filters, capture levels it delivers at, replay depth and replay-all.
-func (rl *Relay) capabilities() helloCaps {
-	return helloCaps{
+func (rl *Relay) Capabilities() Capabilities {
+	return Capabilities{
 		Filters:      []string{"attr-match"},
 		Capture:      []string{aep.CaptureNone.String(), aep.CaptureMetadata.String(), aep.CaptureRedacted.String(), aep.CaptureFull.String()},
-		Replay:       replayCaps{Buffer: rl.cfg.ReplayBuffer, All: false},
-		Control:      controlCaps{Accepts: []string{}},
+		Replay:       ReplayCaps{Buffer: rl.cfg.ReplayBuffer, All: false},
+		Control:      ControlCaps{Accepts: []string{}},
 		Experimental: map[string]any{},
 	}
 }

@@ -82,7 +82,7 @@ func (c *wsConn) hello(f *inFrame) bool {
 	c.send(marshal(helloFrame{
 		Type: "hello", Versions: []string{chosen}, Role: roleBoth,
 		Identity:     map[string]string{"agent": "aep-gateway"},
-		Capabilities: c.rl.capabilities(),
+		Capabilities: c.rl.Capabilities(),
 	}))
 	c.greeted.Store(true)
 	return true

@@ -176,7 +176,10 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		if !ok {
 			// The engine closed or the catch-up failed: the subscription
 			// cannot go on. Close so the client resumes from its positions.
-			if err := sub.Err(); err != nil && !errors.Is(err, delivery.ErrClosed) {
+			if err := sub.Err(); errors.Is(err, delivery.ErrClosed) {
+				c.closeNow(websocket.StatusGoingAway, "the relay is shutting down; resume from your positions")
+				return
+			} else if err != nil {
 				c.log.Warn().Err(err).Str("sub", s.id).Msg("relay: subscription ended")
 			}
 			c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
