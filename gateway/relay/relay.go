@@ -201,7 +201,7 @@ func (rl *Relay) resolver(ctx context.Context, tenant string) (*cursor.Resolver,
 		ti = &tenantIndex{ready: make(chan struct{})}
 		rl.tenants[tenant] = ti
 		rl.mu.Unlock()
-		ti.ix, ti.res, ti.err = rl.startIndex(ctx, tenant)
+		ti.ix, ti.res, ti.err = rl.newIndex(ctx, tenant)
 		close(ti.ready)
 		if ti.err != nil {
 			rl.mu.Lock()
@@ -221,7 +221,17 @@ func (rl *Relay) resolver(ctx context.Context, tenant string) (*cursor.Resolver,
 	}
 }
 
-func (rl *Relay) startIndex(ctx context.Context, tenant string) (*cursor.Indexer, *cursor.Resolver, error) {
+// startIndex makes sure the tenant's indexer runs, so that checkpoints
+// exist by the time a client resumes: every stream calls it, resuming or
+// not. A live stream does not need the index, so a failure is only logged
+// (the next stream retries); a resume fails on its own when it needs it.
+func (rl *Relay) startIndex(ctx context.Context, tenant string) {
+	if _, err := rl.resolver(ctx, tenant); err != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) {
+		rl.cfg.Logger.Error().Err(err).Str("tenant", tenant).Msg("relay: start the tenant's indexer")
+	}
+}
+
+func (rl *Relay) newIndex(ctx context.Context, tenant string) (*cursor.Indexer, *cursor.Resolver, error) {
 	if rl.cfg.Topics != nil {
 		if _, err := rl.cfg.Topics.Ensure(ctx, tenant); err != nil {
 			return nil, nil, fmt.Errorf("relay: ensure topics: %w", err)

@@ -50,13 +50,7 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	// The tenant's indexer starts on its first stream, so checkpoints
-	// exist by the time a client resumes.
-	if _, err := rl.resolver(ctx, tenant); err != nil {
-		rl.cfg.Logger.Error().Err(err).Str("tenant", tenant).Msg("relay: start index")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event log is unavailable")
-		return
-	}
+	rl.startIndex(ctx, tenant)
 	pl, err := rl.planResume(ctx, tenant, sp.from)
 	if err != nil {
 		rl.cfg.Logger.Error().Err(err).Str("tenant", tenant).Msg("relay: plan resume")

@@ -135,10 +135,7 @@ func (c *wsConn) forgetSub(s *wsSub) {
 func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	defer c.workers.Done()
 	defer close(s.done)
-	if _, err := c.rl.resolver(ctx, c.tenant); err != nil { // starts the tenant's indexer
-		c.startFailed(ctx, s, err)
-		return
-	}
+	c.rl.startIndex(ctx, c.tenant)
 	pl, err := c.rl.planResume(ctx, c.tenant, sp.from)
 	if err != nil {
 		c.startFailed(ctx, s, err)
