@@ -44,6 +44,12 @@ type env struct {
 
 func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
 	t.Helper()
+	return newEnvGW(t, mutate, nil)
+}
+
+// newEnvGW is newEnv with the gateway's configuration changed by gw.
+func newEnvGW(t testing.TB, mutate func(*relay.Config), gw func(*gateway.Config)) *env {
+	t.Helper()
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +66,11 @@ func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
+	gcfg := gateway.Config{Logger: zerolog.New(io.Discard)}
+	if gw != nil {
+		gw(&gcfg)
+	}
+	srv, err := gateway.New(gcfg, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +114,16 @@ func rEvent(id, session string, epoch, seq int) string {
 // post writes events through POST /events, the real ingest path.
 func (e *env) post(events ...string) {
 	e.t.Helper()
+	e.postAs("", events...)
+}
+
+// postAs posts with a bearer token.
+func (e *env) postAs(token string, events ...string) {
+	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/events", strings.NewReader(strings.Join(events, "\n")+"\n"))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
 	req.Header.Set("AEP-Version", "0.1")
 	resp, err := http.DefaultClient.Do(req)

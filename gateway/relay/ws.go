@@ -81,7 +81,8 @@ type wsConn struct {
 	role        string
 	closeQueued bool
 
-	greeted    atomic.Bool // server hello queued: the writer may ping
+	greeted    atomic.Bool  // server hello queued: the writer may ping
+	lastRead   atomic.Int64 // UnixNano of the last frame read
 	workers    sync.WaitGroup
 	writerDone chan struct{}
 
@@ -112,6 +113,7 @@ func (c *wsConn) serve() {
 		c.closeNow(websocket.StatusGoingAway, "the relay is shutting down; resume from your positions")
 	})
 	defer stop()
+	c.lastRead.Store(time.Now().UnixNano())
 	go c.writer()
 	c.readLoop()
 	c.stopSubs()
@@ -129,22 +131,20 @@ func (c *wsConn) serve() {
 }
 
 // readLoop reads and handles frames until the connection ends or a handler
-// asks to close it. Every read must come within three ping periods (§3.5
-// rule 5: a peer answers pings).
+// asks to close it. The writer closes a peer that sends nothing for three
+// ping periods (§3.5 rule 5: a peer answers pings); a Read deadline cannot
+// do it, because an expired Read context drops the connection at once,
+// without the closing frame.
 func (c *wsConn) readLoop() {
 	for {
-		ctx, cancel := context.WithTimeout(c.ctx, 3*c.rl.cfg.Ping)
-		typ, data, err := c.ws.Read(ctx)
-		timedOut := ctx.Err() == context.DeadlineExceeded && c.ctx.Err() == nil
-		cancel()
+		typ, data, err := c.ws.Read(c.ctx)
 		if err != nil {
-			if timedOut {
-				c.closeNow(websocket.StatusPolicyViolation, "no frame within "+(3*c.rl.cfg.Ping).String())
-			} else if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				c.log.Debug().Err(err).Msg("relay: websocket read")
 			}
 			return
 		}
+		c.lastRead.Store(time.Now().UnixNano())
 		if typ != websocket.MessageText {
 			c.closeWith(websocket.StatusUnsupportedData, "binary frames are reserved in AEP 0.1 and rejected")
 			return
@@ -221,7 +221,11 @@ func (c *wsConn) writer() {
 		case f := <-c.urgent:
 			closing(f)
 			return
-		case <-ping.C:
+		case now := <-ping.C:
+			if silent := now.Sub(time.Unix(0, c.lastRead.Load())); silent > 3*c.rl.cfg.Ping {
+				closing(outFrame{close: websocket.StatusPolicyViolation, reason: "no frame for " + silent.Round(time.Millisecond).String()})
+				return
+			}
 			if c.greeted.Load() && !write(marshal(pingFrame{Type: "ping", T: []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))})) {
 				return
 			}

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -27,9 +28,19 @@ func (f frame) str(k string) string { s, _ := f[k].(string); return s }
 // server's hello back.
 func (e *env) dialWS(hello string) *wsClient {
 	e.t.Helper()
+	return e.dialWSAs("", hello)
+}
+
+// dialWSAs is dialWS with a bearer token.
+func (e *env) dialWSAs(token, hello string) *wsClient {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, strings.Replace(e.url, "http", "ws", 1)+"/socket", nil)
+	var opts *websocket.DialOptions
+	if token != "" {
+		opts = &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}}
+	}
+	c, _, err := websocket.Dial(ctx, strings.Replace(e.url, "http", "ws", 1)+"/socket", opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -273,5 +274,24 @@ func TestWSClosingOnShutdown(t *testing.T) {
 	}
 	if st := w.closed(); st != websocket.StatusGoingAway {
 		t.Fatalf("close status %v", st)
+	}
+}
+
+// A peer that answers nothing for three ping periods is closed, after a
+// closing frame; so is one that never says hello.
+func TestWSSilentPeerClosed(t *testing.T) {
+	e := newEnv(t, func(c *relay.Config) { c.Ping = 20 * time.Millisecond })
+	for _, hello := range []string{consumerHello, ""} {
+		w := e.dialWS(hello)
+		for {
+			f := w.next()
+			if f.str("type") == "closing" {
+				break
+			}
+			t.Fatalf("got %v, want closing", f)
+		}
+		if st := w.closed(); st != websocket.StatusPolicyViolation {
+			t.Fatalf("close status %v, want 1008", st)
+		}
 	}
 }
