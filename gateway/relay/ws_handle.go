@@ -16,13 +16,29 @@ const maxSubID = 256
 
 // handle acts on one text frame; false ends the read loop. Reader only.
 func (c *wsConn) handle(data []byte) bool {
+	// The type (and an event's id) first: an event is any JSON object
+	// whose type has a dot, whatever its other members look like.
+	var head struct {
+		Type string `json:"type"`
+		ID   any    `json:"id"`
+	}
+	err := json.Unmarshal(data, &head)
+	if err == nil && c.helloDone && strings.Contains(head.Type, ".") {
+		id, _ := head.ID.(string)
+		c.event(data, id)
+		return true
+	}
 	var f inFrame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err == nil {
+		err = json.Unmarshal(data, &f)
+	}
+	if err != nil {
 		if !c.helloDone {
 			return c.refuseHello(aep.CodeRHelloRequired, "the first frame must be a hello JSON object", nil)
 		}
-		// Not JSON: no frame type to answer with; ignored like an unknown
-		// frame (docs/relay.md).
+		// Not a JSON object, or a frame whose members have the wrong
+		// types: there is no closed-set code for it; ignored like an
+		// unknown frame (docs/relay.md).
 		c.log.Debug().Err(err).Msg("relay: unparseable websocket frame ignored")
 		return true
 	}
@@ -31,10 +47,6 @@ func (c *wsConn) handle(data []byte) bool {
 			return c.refuseHello(aep.CodeRHelloRequired, "the first frame must be hello (AEP-0003 §3.5)", nil)
 		}
 		return c.hello(&f)
-	}
-	if strings.Contains(f.Type, ".") {
-		c.event(data)
-		return true
 	}
 	switch f.Type {
 	case "subscribe":
@@ -90,13 +102,9 @@ func (c *wsConn) hello(f *inFrame) bool {
 
 // event writes an emitter's event through the gateway's ingest; a refused
 // event gets an error frame naming it, the connection goes on.
-func (c *wsConn) event(data []byte) {
-	var id struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(data, &id)
+func (c *wsConn) event(data []byte, id string) {
 	if c.role == roleConsumer || c.rl.cfg.Server == nil {
-		c.send(marshal(errorFrame{Type: "error", Code: aep.CodeRUnauthorized, Detail: "this connection did not say hello as an emitter", Event: id.ID}))
+		c.send(marshal(errorFrame{Type: "error", Code: aep.CodeRUnauthorized, Detail: "this connection did not say hello as an emitter", Event: id}))
 		return
 	}
 	res := c.rl.cfg.Server.Ingest(c.ctx, c.tenant, aep.DialectR, [][]byte{bytes.Clone(data)})
@@ -105,10 +113,10 @@ func (c *wsConn) event(data []byte) {
 	}
 	switch r := res[0]; {
 	case r.Err != nil:
-		c.send(marshal(errorFrame{Type: "error", Code: r.Err.Code, Detail: r.Err.Message, Event: id.ID}))
+		c.send(marshal(errorFrame{Type: "error", Code: r.Err.Code, Detail: r.Err.Message, Event: id}))
 	case r.WriteErr != nil:
 		c.log.Warn().Err(r.WriteErr).Msg("relay: websocket event not written")
-		c.send(marshal(errorFrame{Type: "error", Code: codeUnavailable, Detail: "the event log did not take the event; send it again with the same id", Event: id.ID}))
+		c.send(marshal(errorFrame{Type: "error", Code: codeUnavailable, Detail: "the event log did not take the event; send it again with the same id", Event: id}))
 	}
 }
 

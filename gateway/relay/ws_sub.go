@@ -149,7 +149,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		return
 	}
 	defer sub.Close()
-	if !c.push(outFrame{msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
+	if !c.pushSub(ctx, outFrame{msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
 		return
 	}
 	for _, m := range pl.exhausted {
@@ -157,7 +157,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		if m.Earliest != nil {
 			ef.Earliest = &earliest{Epoch: m.Earliest.Epoch, Seq: m.Earliest.Seq}
 		}
-		if !c.push(outFrame{msg: marshal(ef)}) {
+		if !c.pushSub(ctx, outFrame{msg: marshal(ef)}) {
 			return
 		}
 	}
@@ -196,9 +196,21 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		}
 		f := outFrame{msg: raw, sub: s.id}
 		f.pos, f.hasPos = positionOf(&d.Event.Attrs)
-		if !c.push(f) {
+		if !c.pushSub(ctx, f) {
 			return
 		}
+	}
+}
+
+// pushSub queues f for a subscription, waiting for room; false when the
+// subscription (ctx) or the connection is ending, so that unsubscribe never
+// waits for the writer.
+func (c *wsConn) pushSub(ctx context.Context, f outFrame) bool {
+	select {
+	case c.out <- f:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
