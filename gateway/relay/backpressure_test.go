@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/relay"
 )
@@ -86,4 +87,33 @@ func TestSSECloseEndsStreams(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("after Close: %d, want 503", resp.StatusCode)
 	}
+}
+
+// MaxStreamsPerTenant bounds SSE streams and WebSocket connections
+// together; a closed one frees its slot.
+func TestStreamsPerTenantBounded(t *testing.T) {
+	e := newEnv(t, func(c *relay.Config) { c.MaxStreamsPerTenant = 2 })
+	first := e.getSSE(nil, nil)
+	e.dialWS(consumerHello)
+	resp, cancel := e.rawSSE(nil, nil)
+	b, _ := io.ReadAll(resp.Body)
+	cancel()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"limit-exceeded"`) {
+		t.Fatalf("third stream: %d %s", resp.StatusCode, b)
+	}
+	first.close()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) { // the server notices the client left, then frees the slot
+		resp, cancel := e.rawSSE(nil, nil)
+		status := resp.StatusCode
+		cancel()
+		if status == http.StatusOK {
+			return
+		}
+		if status != http.StatusTooManyRequests {
+			t.Fatalf("status %d", status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the closed stream's slot was never freed")
 }

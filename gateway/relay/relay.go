@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -79,6 +80,9 @@ type Config struct {
 	// Dedupe bounds the (source, id) pairs remembered during one replay.
 	// Zero means DefaultDedupe.
 	Dedupe int
+	// MaxStreamsPerTenant bounds the SSE streams plus WebSocket
+	// connections a tenant holds open on this node. Zero means no bound.
+	MaxStreamsPerTenant int
 	// ReplayBuffer is the replay.buffer depth advertised in hello.
 	ReplayBuffer int
 	// OriginPatterns are the cross-origin hosts allowed to open WebSockets
@@ -103,6 +107,7 @@ type Relay struct {
 	mu      sync.Mutex
 	closed  bool
 	tenants map[string]*tenantIndex
+	streams map[string]int // open streams and connections per tenant
 }
 
 // tenantIndex is a tenant's resume machinery, created once.
@@ -144,18 +149,44 @@ func New(cfg Config) (*Relay, error) {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Relay{cfg: cfg, ctx: ctx, cancel: cancel, tenants: map[string]*tenantIndex{}}, nil
+	return &Relay{cfg: cfg, ctx: ctx, cancel: cancel, tenants: map[string]*tenantIndex{}, streams: map[string]int{}}, nil
 }
 
-// enter registers a handler in flight; false after Close.
-func (rl *Relay) enter() bool {
+// errBusy: the tenant holds MaxStreamsPerTenant streams already.
+var errBusy = errors.New("relay: too many streams for the tenant")
+
+// enter registers a stream of tenant in flight: ErrClosed after Close,
+// errBusy over the tenant's bound. A nil error must be paired with leave.
+func (rl *Relay) enter(tenant string) error {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.closed {
-		return false
+		return ErrClosed
 	}
+	if m := rl.cfg.MaxStreamsPerTenant; m > 0 && rl.streams[tenant] >= m {
+		return errBusy
+	}
+	rl.streams[tenant]++
 	rl.wg.Add(1)
-	return true
+	return nil
+}
+
+func (rl *Relay) leave(tenant string) {
+	rl.mu.Lock()
+	if rl.streams[tenant]--; rl.streams[tenant] <= 0 {
+		delete(rl.streams, tenant)
+	}
+	rl.mu.Unlock()
+	rl.wg.Done()
+}
+
+// refuseEntry answers a stream enter refused.
+func refuseEntry(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBusy) {
+		writeError(w, http.StatusTooManyRequests, aep.CodeRLimitExceeded, "this tenant holds the most streams and connections allowed; close one first")
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
 }
 
 // Close ends every SSE stream and WebSocket connection (with a closing

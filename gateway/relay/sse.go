@@ -33,12 +33,12 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "response writer cannot stream")
 		return
 	}
-	if !rl.enter() {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
+	tenant := gateway.TenantFrom(r.Context())
+	if err := rl.enter(tenant); err != nil {
+		refuseEntry(w, err)
 		return
 	}
-	defer rl.wg.Done()
-	tenant := gateway.TenantFrom(r.Context())
+	defer rl.leave(tenant)
 
 	sp, rerr := rl.sseParams(r)
 	if rerr != nil {

@@ -21,11 +21,12 @@ import (
 func (rl *Relay) Socket() http.Handler { return http.HandlerFunc(rl.serveWS) }
 
 func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
-	if !rl.enter() {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
+	tenant := gateway.TenantFrom(r.Context())
+	if err := rl.enter(tenant); err != nil {
+		refuseEntry(w, err)
 		return
 	}
-	defer rl.wg.Done()
+	defer rl.leave(tenant)
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: rl.cfg.OriginPatterns})
 	if err != nil {
 		return // Accept wrote the HTTP error
@@ -35,7 +36,7 @@ func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 		limit = 1 << 20
 	}
 	ws.SetReadLimit(limit + 64<<10)
-	c := newWSConn(rl, ws, gateway.TenantFrom(r.Context()))
+	c := newWSConn(rl, ws, tenant)
 	c.serve()
 }
 
