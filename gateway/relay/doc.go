@@ -10,7 +10,7 @@
 //
 // It owns, per tenant and node, one cursor.Indexer (writing the session
 // checkpoints of the tenant topic) and one cursor.Resolver (mapping resume
-// positions to offsets), started on the tenant's first resume and closed by
+// positions to offsets), started on the tenant's first stream and closed by
 // Relay.Close. docs/relay.md records the choices made where the
 // specification is silent.
 //

@@ -28,10 +28,12 @@ const (
 	DefaultMaxSubscriptions = 16
 	DefaultOutbound         = 256
 	DefaultDedupe           = 1 << 16
-	DefaultTrackedSessions  = 256
+	// DefaultTrackedSessions bounds the sessions per subscription whose
+	// last delivered position a WebSocket closing frame lists.
+	DefaultTrackedSessions = 256
 )
 
-// ErrClosed is returned by Relay methods after Close.
+// ErrClosed: the Relay is closed (new streams get 503).
 var ErrClosed = errors.New("relay: closed")
 
 // TopicEnsurer creates a tenant's topics (events and index) on first use.
@@ -60,13 +62,15 @@ type Config struct {
 	Index cursor.IndexerConfig
 
 	// Ping is the SSE heartbeat and WebSocket ping period (AEP-0003 §3.3
-	// rule 4, §3.5 rule 5). Zero means DefaultPing; it must not exceed 30s.
+	// rule 4, §3.5 rule 5); a WebSocket peer silent for three periods is
+	// closed. Zero means DefaultPing; it must not exceed 30s.
 	Ping time.Duration
 	// WriteTimeout bounds one write to a client. Zero means
 	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
-	// Queue is each subscription's delivery queue (lossless: overflowing
-	// it ends the stream so the client resumes). Zero means DefaultQueue.
+	// Queue is each subscription's delivery queue. Subscriptions are
+	// lossless: one that overflows it goes back to reading Kafka, nothing
+	// is dropped. Zero means DefaultQueue.
 	Queue int
 	// MaxFrom bounds the resume positions of one subscription. Zero means
 	// DefaultMaxFrom.
