@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -71,14 +72,42 @@ func (c *Committer) Commit(ctx context.Context, topic string, cur Cursor) error 
 	for _, po := range cur.Offsets {
 		os.Add(kadm.Offset{Topic: topic, Partition: po.Partition, At: po.Offset, LeaderEpoch: -1, Metadata: meta})
 	}
-	resps, err := c.adm.CommitOffsets(ctx, c.group, os)
+	err := RetryCoordinator(ctx, func() error {
+		resps, err := c.adm.CommitOffsets(ctx, c.group, os)
+		if err == nil {
+			err = resps.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cursor: commit %s: %w", c.group, err)
 	}
-	if err := resps.Error(); err != nil {
-		return fmt.Errorf("cursor: commit %s: %w", c.group, err)
-	}
 	return nil
+}
+
+// RetryCoordinator runs op again while the group coordinator is not ready
+// (a fresh cluster creates __consumer_offsets on the first group request and
+// answers COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS until it
+// has; a moved coordinator answers NOT_COORDINATOR). These come back inside
+// the response, where the client does not retry them. Other errors, and the
+// end of ctx, end the loop with op's last error.
+func RetryCoordinator(ctx context.Context, op func() error) error {
+	backoff := 25 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !(errors.Is(err, kerr.CoordinatorNotAvailable) ||
+			errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.NotCoordinator)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
 }
 
 // Fetch reads the group's committed frontier for topic. found is false when
@@ -86,10 +115,15 @@ func (c *Committer) Commit(ctx context.Context, topic string, cur Cursor) error 
 // the commit metadata (zero Topic when it was committed by another tool);
 // Sequence is zero: delivery sequences are per stream, not per group.
 func (c *Committer) Fetch(ctx context.Context, topic string) (cur Cursor, found bool, err error) {
-	resps, err := c.adm.FetchOffsetsForTopics(ctx, c.group, topic)
-	if err == nil {
-		err = resps.Error()
-	}
+	var resps kadm.OffsetResponses
+	err = RetryCoordinator(ctx, func() error {
+		var err error
+		resps, err = c.adm.FetchOffsetsForTopics(ctx, c.group, topic)
+		if err == nil {
+			err = resps.Error()
+		}
+		return err
+	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return Cursor{}, false, nil // a subscription that never committed
 	}
