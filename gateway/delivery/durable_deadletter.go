@@ -36,17 +36,18 @@ func noticeD(typ string, payload any, now time.Time) ([]byte, error) {
 // original event) to the tenant's dead-letter topic, keyed and with headers
 // as the original record plus aep-dl-subscription, and returns the
 // envelope for the consumer.
-func (s *DurableStream) deadLetter(ctx context.Context, pe *pendingD, now time.Time) ([]byte, error) {
+func (s *DurableStream) deadLetter(ctx context.Context, pe *pendingD, now time.Time) ([]byte, *deadLetteredD, error) {
 	orig := json.RawMessage(pe.ev.Record.Value)
 	if !json.Valid(orig) {
 		orig = json.RawMessage("null")
 	}
-	notice, err := noticeD("event.dead_lettered", deadLetteredD{
+	p := &deadLetteredD{
 		OriginalEventID: pe.ev.Attrs.ID, SubscriptionID: s.req.SubscriptionID, Attempts: pe.attempts,
 		LastAttemptAt: now.UTC().Format(time.RFC3339Nano), LastError: *pe.rejected, OriginalEvent: orig,
-	}, now)
+	}
+	notice, err := noticeD("event.dead_lettered", p, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hdrs := append(append([]kgo.RecordHeader(nil), pe.ev.Record.Headers...),
 		kgo.RecordHeader{Key: "aep-dl-subscription", Value: []byte(s.req.SubscriptionID)})
@@ -54,7 +55,7 @@ func (s *DurableStream) deadLetter(ctx context.Context, pe *pendingD, now time.T
 		Topic: s.e.cfg.Naming.DeadLetter(s.req.Tenant), Key: pe.ev.Record.Key, Value: notice, Headers: hdrs,
 	}
 	if err := s.e.admCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return nil, fmt.Errorf("delivery: dead-letter %s: %w", pe.ev.Attrs.ID, err)
+		return nil, nil, fmt.Errorf("delivery: dead-letter %s: %w", pe.ev.Attrs.ID, err)
 	}
-	return notice, nil
+	return notice, p, nil
 }

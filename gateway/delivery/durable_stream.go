@@ -86,6 +86,8 @@ type DurableRequest struct {
 	// Sequence is the delivery sequence already used; the first delivery
 	// carries Sequence+1.
 	Sequence uint64
+
+	clock func() time.Time // tests move time; nil means time.Now
 }
 
 // DurableKind says what a DurableDelivery is.
@@ -106,6 +108,8 @@ type DurableDelivery struct {
 	Attempt  int    // 1-indexed; > 1 is a redelivery
 	Sequence uint64 // DurableEvent only
 	Notice   []byte // DurableDeadLettered only
+
+	dead *deadLetteredD // DurableDeadLettered only: Notice's payload
 }
 
 // AckResult of one acknowledgement or rejection by event id.
@@ -198,6 +202,9 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	}
 	if req.CommitInterval <= 0 {
 		req.CommitInterval = time.Second
+	}
+	if req.clock == nil {
+		req.clock = time.Now
 	}
 	q := req.Queue
 	if q <= 0 {
@@ -350,7 +357,7 @@ func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 		return OutcomeUnknown
 	}
 	delete(s.byID, eventID)
-	now := time.Now()
+	now := s.req.clock()
 	for _, pe := range list {
 		pe.rejected = &errorD{Code: code, Message: message}
 		pe.due = now
@@ -415,7 +422,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		now := time.Now()
+		now := s.req.clock()
 		if !s.req.ExpiresAt.IsZero() && !now.Before(s.req.ExpiresAt) {
 			return ErrExpired
 		}
@@ -443,7 +450,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("delivery: durable fetch")
 			}
 		})
-		out = s.read(fs, time.Now(), out[:0])
+		out = s.read(fs, s.req.clock(), out[:0])
 		if err := s.send(ctx, out); err != nil {
 			return err
 		}
@@ -604,7 +611,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 	}
 	s.mu.Unlock()
 	for _, pe := range dead {
-		notice, err := s.deadLetter(ctx, pe, now)
+		notice, p, err := s.deadLetter(ctx, pe, now)
 		s.mu.Lock()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -618,7 +625,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
 		s.mu.Unlock()
-		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice})
+		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, dead: p})
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +46,13 @@ func startDurable(t *testing.T, e *Engine, group string) {
 
 func openDurable(t *testing.T, e *Engine, group string, pol AckPolicy, window int) *DurableStream {
 	t.Helper()
-	s, err := e.OpenDurable(context.Background(), DurableRequest{
-		Tenant: testTenant, SubscriptionID: "sub_t", Group: group, Filter: mustFilter(t, "types=task.*"),
-		Policy: pol, Window: window, CommitInterval: 20 * time.Millisecond,
-	})
+	return openDurableReq(t, e, DurableRequest{Group: group, Policy: pol, Window: window})
+}
+
+func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream {
+	t.Helper()
+	req.Tenant, req.SubscriptionID, req.Filter, req.CommitInterval = testTenant, "sub_t", mustFilter(t, "types=task.*"), 20*time.Millisecond
+	s, err := e.OpenDurable(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +148,9 @@ func TestDurableRedeliveryBackoffDeadLetter(t *testing.T) {
 	k, e := durableEnv(t, 1)
 	const group = "g-redeliver"
 	startDurable(t, e, group)
-	s := openDurable(t, e, group, AckPolicy{AckTimeout: 30 * time.Millisecond, MaxAttempts: 3, Backoff: time.Millisecond}, 0)
+	clk := &testClock{}
+	s := openDurableReq(t, e, DurableRequest{Group: group, clock: clk.now,
+		Policy: AckPolicy{AckTimeout: time.Hour, MaxAttempts: 3, Backoff: time.Millisecond}})
 	k.produce(0, "task.a", "s", 1)
 	k.produce(0, "task.b", "s", 2)
 	k.produce(0, "task.c", "s", 3)
@@ -156,6 +163,9 @@ func TestDurableRedeliveryBackoffDeadLetter(t *testing.T) {
 	var got []string
 	var dead []string
 	for len(dead) < 2 {
+		if len(s.C()) == 0 {
+			clk.advance(time.Hour + time.Second) // every timer fires only when the test moves time
+		}
 		d := recvD(t, s)
 		switch d.Kind {
 		case DurableEvent:
@@ -270,4 +280,28 @@ func newAdm(t *testing.T, k *kafkaEnv) *kadm.Client {
 	}
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// testClock is real time plus an offset the test moves.
+type testClock struct{ off atomic.Int64 }
+
+func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *testClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// ExpiresAt ends the stream with ErrExpired.
+func TestDurableExpires(t *testing.T) {
+	_, e := durableEnv(t, 1)
+	const group = "g-expire"
+	startDurable(t, e, group)
+	clk := &testClock{}
+	s := openDurableReq(t, e, DurableRequest{Group: group, clock: clk.now, ExpiresAt: time.Now().Add(time.Hour)})
+	clk.advance(2 * time.Hour)
+	select {
+	case _, ok := <-s.C():
+		if ok || !errors.Is(s.Err(), ErrExpired) {
+			t.Fatalf("open %v, err %v", ok, s.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream did not end")
+	}
 }

@@ -122,7 +122,7 @@ func (h *sseHandlerD) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			st.mode = ModeReplayable
 		}
 	case ModeAtLeastOnce:
-		reject(w, "delivery_mode at_least_once is not supported on this stream yet; use replayable with cursors", map[string]string{"field": "delivery_mode"})
+		reject(w, "delivery_mode at_least_once needs acknowledgements: create a durable subscription (POST /aep/subscriptions) and stream it", map[string]string{"field": "delivery_mode"})
 		return
 	case ModeBestEffort:
 		if st.from != "" {

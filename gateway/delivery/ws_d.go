@@ -53,6 +53,9 @@ type WSConfigD struct {
 	// Source is the source of the envelopes the gateway generates. Empty
 	// means "gateway:aep-gateway".
 	Source string
+	// AckPolicy is the redelivery policy of at_least_once subscriptions
+	// (zero fields: D reliability.md defaults, ack timeout 30s).
+	AckPolicy AckPolicy
 	// OriginPatterns authorizes cross-origin browsers (coder/websocket
 	// AcceptOptions.OriginPatterns); the request host is always allowed.
 	OriginPatterns []string

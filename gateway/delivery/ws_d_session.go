@@ -38,11 +38,8 @@ type wsSessionOpenedD struct {
 func (h *WSHandlerD) capabilities() wsCapabilitiesD {
 	c := wsCapabilitiesD{
 		Protocol: "aep", AEPVersion: "0.1",
-		Transports: []string{"websocket", "sse"},
-		// at_least_once is not offered: acknowledgements are not tracked
-		// yet. A request for it is served as replayable (see
-		// docs/delivery-websocket-d.md).
-		DeliveryModes:  []string{ModeBestEffort, ModeReplayable},
+		Transports:     []string{"websocket", "sse"},
+		DeliveryModes:  []string{ModeBestEffort, ModeAtLeastOnce, ModeReplayable},
 		Features:       []string{"envelope", "subscription", "error_model", "cursor_replay", "publish"},
 		MaxPayloadSize: h.cfg.MaxMessageBytes,
 	}
@@ -50,6 +47,7 @@ func (h *WSHandlerD) capabilities() wsCapabilitiesD {
 		c.HeartbeatIntervalMS = h.cfg.Heartbeat.Milliseconds()
 	}
 	c.Delivery.Modes = c.DeliveryModes
+	c.Delivery.DeadLetterSupport = true
 	return c
 }
 
@@ -86,10 +84,12 @@ func (c *wsConnD) handle(raw []byte) bool {
 	case "subscription.cancelled":
 		return c.unsubscribe(&attrs, wsPayload(raw))
 	case "event.acknowledged":
-		c.acks++ // recorded only: at_least_once is not implemented yet
+		c.acks++
+		c.settle(wsPayload(raw), false)
 		return true
 	case "event.rejected":
 		c.nacks++
+		c.settle(wsPayload(raw), true)
 		return true
 	}
 	if strings.HasPrefix(attrs.Type, "session.") || strings.HasPrefix(attrs.Type, "subscription.") {

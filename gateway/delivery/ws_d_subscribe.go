@@ -18,7 +18,9 @@ import (
 // wsSubD is one live subscription of a connection.
 type wsSubD struct {
 	id        string
-	sub       *Subscription
+	sub       *Subscription  // best_effort, replayable
+	dur       *DurableStream // at_least_once
+	group     string         // dur's consumer group, deleted when it ends
 	st        *streamD
 	requested string      // the delivery_mode asked for
 	cancelled atomic.Bool // set by the reader before it closes sub
@@ -124,7 +126,9 @@ func (c *wsConnD) startSub(id string, payload json.RawMessage) (*wsSubD, *wsSubC
 			return nil, nil, &wsSubReject{msg: "from_cursor requires delivery_mode replayable", details: map[string]string{"field": "from_cursor"}}
 		}
 		st.mode = ModeBestEffort
-	default: // replayable, at_least_once (served as replayable)
+	case ModeAtLeastOnce:
+		st.mode = ModeAtLeastOnce
+	default:
 		st.mode = ModeReplayable
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout)
@@ -147,6 +151,9 @@ func (c *wsConnD) startSub(id string, payload json.RawMessage) (*wsSubD, *wsSubC
 		var start []cursor.PartitionOffset
 		start, st.gaps = st.state.Check(cur)
 		req.From, req.Sequence = st.fullFrontier(start), cur.Sequence
+	}
+	if st.mode == ModeAtLeastOnce {
+		return c.startAckSub(ctx, id, f, st, req.From, req.Sequence)
 	}
 	sub, err := c.h.e.Subscribe(ctx, req)
 	if err != nil {
@@ -204,7 +211,7 @@ func (c *wsConnD) takeSub(id string) *wsSubD {
 // stopSub ends a taken subscription and waits for its pump.
 func (c *wsConnD) stopSub(s *wsSubD) {
 	s.cancelled.Store(true)
-	s.sub.Close()
+	s.close()
 	<-s.done
 }
 
@@ -219,7 +226,7 @@ func (c *wsConnD) endSubs() {
 	c.subsMu.Unlock()
 	for _, s := range subs {
 		s.cancelled.Store(true)
-		s.sub.Close()
+		s.close()
 	}
 }
 
@@ -229,6 +236,10 @@ func (c *wsConnD) endSubs() {
 func (c *wsConnD) pump(s *wsSubD) {
 	defer c.workers.Done()
 	defer close(s.done)
+	if s.dur != nil {
+		c.pumpAck(s)
+		return
+	}
 	var last string // cursor of the last queued delivery
 	for d := range s.sub.C() {
 		if s.cancelled.Load() {
@@ -248,13 +259,19 @@ func (c *wsConnD) pump(s *wsSubD) {
 		}
 		last = cur
 	}
+	c.ended(s, last)
+}
+
+// ended announces a subscription that ended on its own with
+// subscription.expired, unless it was cancelled or the session ended.
+func (c *wsConnD) ended(s *wsSubD, last string) {
 	if s.cancelled.Load() || c.takeSub(s.id) == nil {
 		return
 	}
-	s.sub.Close()
+	s.close()
 	p := wsSubEndedD{SubscriptionID: s.id, Cursor: last}
 	e := wsErr(aep.CodeDSubscriptionError, "the subscription ended", true)
-	switch err := s.sub.Err(); {
+	switch err := s.err(); {
 	case errors.Is(err, ErrClosed):
 		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
 	default:

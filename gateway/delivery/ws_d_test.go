@@ -299,7 +299,7 @@ func TestWSDSessionReady(t *testing.T) {
 	}
 	c := ready.Payload.Capabilities
 	if ready.Payload.SessionID != "sess_42" || c.Protocol != "aep" || c.AEPVersion != "0.1" ||
-		fmt.Sprint(c.Transports) != "[websocket sse]" || fmt.Sprint(c.DeliveryModes) != "[best_effort replayable]" ||
+		fmt.Sprint(c.Transports) != "[websocket sse]" || fmt.Sprint(c.DeliveryModes) != "[best_effort at_least_once replayable]" ||
 		c.MaxPayloadSize != 100000 || c.Heartbeat != 20000 {
 		t.Fatalf("capabilities: %s", m.Raw)
 	}
@@ -512,7 +512,7 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 		t.Fatalf("publish answer: %s", m.Raw)
 	}
 	m := consumer.event()
-	if m.ID != "evt_pub1" || m.Source != "tool:crawler" || m.Delivery.SubscriptionID != sub || m.Delivery.Mode != "replayable" {
+	if m.ID != "evt_pub1" || m.Source != "tool:crawler" || m.Delivery.SubscriptionID != sub || m.Delivery.Mode != "at_least_once" {
 		t.Fatalf("published event delivered as %s", m.Raw)
 	}
 	// An invalid event is refused with the ingest endpoint's code.
@@ -532,22 +532,54 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 	}
 }
 
-func TestWSDAtLeastOnceServedAsReplayable(t *testing.T) {
-	e := newWSEnv(t, delivery.WSConfigD{})
+// at_least_once over the socket: an event not acknowledged in time comes
+// again as event.redelivered + the event, then is dead-lettered.
+func TestWSDAtLeastOnceRedelivers(t *testing.T) {
+	e := newWSEnv(t, delivery.WSConfigD{AckPolicy: delivery.AckPolicy{AckTimeout: 50 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond}})
 	w := e.open()
 	m := w.subscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
-	if m.Type != "subscription.created" || m.str("delivery_mode") != "replayable" || m.str("requested_delivery_mode") != "at_least_once" || m.str("note") == "" || m.str("cursor") == "" {
+	if m.Type != "subscription.created" || m.str("delivery_mode") != "at_least_once" || m.str("requested_delivery_mode") != "" || m.str("cursor") == "" {
 		t.Fatalf("at_least_once: %s", m.Raw)
 	}
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"))
-	if d := w.event(); d.Delivery.Mode != "replayable" {
-		t.Fatalf("effective mode not stamped: %s", d.Raw)
+	if d := w.event(); d.ID != "evt_1" || d.Delivery.Mode != "at_least_once" || d.Delivery.Sequence != 1 {
+		t.Fatalf("first delivery: %s", d.Raw)
+	}
+	if n := w.next(); n.Type != "event.redelivered" || n.str("original_event_id") != "evt_1" || n.Payload["attempt"] != 2.0 || n.str("subscription_id") != m.str("subscription_id") {
+		t.Fatalf("redelivery notice: %s", n.Raw)
+	}
+	if d := w.event(); d.ID != "evt_1" || d.Delivery.Sequence != 2 {
+		t.Fatalf("redelivered: %s", d.Raw)
+	}
+	if n := w.next(); n.Type != "event.dead_lettered" || n.str("original_event_id") != "evt_1" || n.Payload["attempts"] != 2.0 {
+		t.Fatalf("dead letter: %s", n.Raw)
 	}
 	// The created cursor resumes from the subscription's start.
 	w2 := e.open()
 	w2.mustSubscribe("evt_r", fmt.Sprintf(`{"types":"*","from_cursor":%q}`, m.str("cursor")))
 	if d := w2.event(); d.ID != "evt_1" || d.Delivery.Sequence != 1 {
 		t.Fatalf("replay from the created cursor: %s", d.Raw)
+	}
+}
+
+// Acks and rejections from the socket feed the tracker: an acked event
+// cannot be rejected any more; a rejected one is dead-lettered with the
+// consumer's error.
+func TestWSDAtLeastOnceAcksAndRejects(t *testing.T) {
+	e := newWSEnv(t, delivery.WSConfigD{AckPolicy: delivery.AckPolicy{AckTimeout: time.Hour}})
+	w := e.open()
+	w.mustSubscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
+	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"), wsEvent("evt_2", "task.started", "agent:x"))
+	w.event()
+	w.event()
+	w.send(wsControl("evt_a1", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`))
+	w.send(wsControl("evt_a2", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`)) // duplicate: harmless
+	w.send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"late"}}`))
+	w.send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"cannot"}}`))
+	n := w.next()
+	le, _ := n.Payload["last_error"].(map[string]any)
+	if n.Type != "event.dead_lettered" || n.str("original_event_id") != "evt_2" || le["code"] != "tool_error" {
+		t.Fatalf("dead letter of the rejected event: %s", n.Raw)
 	}
 }
 
