@@ -19,11 +19,26 @@
 // the event it could not take, then joins the tail again: it loses nothing
 // and slows nobody but itself.
 //
+// At-least-once (docs/delivery-durable-d.md): a DurableStream (OpenDurable)
+// serves one durable or WebSocket at_least_once subscription on its own
+// client from its consumer group's committed offsets, tracks delivered
+// offsets in a cursor.AckTracker (its window bounds memory: a full partition
+// is paused), redelivers unacknowledged events after the ack timeout and
+// backoff (with the later unacknowledged events of the same session, in
+// order), dead-letters rejected and exhausted events to the tenant's
+// dead-letter topic, and commits the committable offsets with the attempts
+// of pending ones in the commit metadata. SubscriptionsHandlerD serves the
+// durable subscriptions API (/aep/subscriptions); definitions live in the
+// tenant's compacted subscriptions topic.
+//
 // Concurrency: Engine and Subscription are safe for concurrent use. Each tail
 // owns one goroutine, stopped and waited for when its last subscription
 // leaves or the Engine closes; each catch-up owns one goroutine, stopped and
 // waited for by Subscription.Close and Engine.Close. A Subscription's channel
 // has exactly one sender at a time (a catch-up or the tail) and is closed
-// exactly once, after the last sender is gone. Lock order: Engine.mu,
+// exactly once, after the last sender is gone. A DurableStream owns one goroutine
+// (stopped and waited for by Close and Engine.Close) that is the only sender
+// on its channel; Ack, Reject and Stats are safe from any goroutine (they
+// take the stream's mutex and interrupt its poll). Lock order: Engine.mu,
 // tail.mu, Subscription.mu, Engine.goMu.
 package delivery
