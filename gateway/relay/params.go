@@ -33,6 +33,8 @@ type subParams struct {
 	ceiling aep.Capture
 	// from are the resume positions; nil means live.
 	from []cursor.Position
+	// all is from "all": replay every session the log holds (AEP-0003 §5).
+	all bool
 }
 
 // parseFilter parses an attr-match filter; empty input means {} (match all).
@@ -74,16 +76,20 @@ type wirePosition struct {
 	Seq     *json.Number `json:"seq"`
 }
 
-// parseFrom parses a from value: a JSON array of {session, epoch, seq}.
-// The literal all (replay-all, AEP-0003 §5) is refused: this relay does not
-// implement it and says so with the closed-set invalid-filter refusal.
-// Several positions of one session keep the earliest. More than max
-// distinct sessions is limit-exceeded.
-func parseFrom(raw []byte, max int) ([]cursor.Position, *reqError) {
+// parseFrom parses a from value: a JSON array of {session, epoch, seq}, or
+// the literal all (replay-all, AEP-0003 §5; bare in an SSE query, a JSON
+// string in a WebSocket frame), reported as all. Several positions of one
+// session keep the earliest. More than max positions is limit-exceeded.
+func parseFrom(raw []byte, max int) ([]cursor.Position, bool, *reqError) {
 	raw = bytes.TrimSpace(raw)
 	if string(raw) == "all" || string(raw) == `"all"` {
-		return nil, invalid("from \"all\" (replay-all) is not implemented by this relay; resume with explicit positions")
+		return nil, true, nil
 	}
+	ps, err := parsePositions(raw, max)
+	return ps, false, err
+}
+
+func parsePositions(raw []byte, max int) ([]cursor.Position, *reqError) {
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
 		return nil, invalid("from must be a JSON array of {session, epoch, seq} or \"all\"")

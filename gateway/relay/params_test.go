@@ -25,8 +25,9 @@ func TestParseFrom(t *testing.T) {
 		{`[{"session":"s","epoch":2,"seq":0},{"session":"s","epoch":1,"seq":7}]`, "[s:1:7]"},
 		{`[{"session":"s","epoch":1,"seq":7},{"session":"s","epoch":2,"seq":0}]`, "[s:1:7]"},
 		{` [{"session":"s","seq":1,"extra":true}] `, "[s:0:1]"},
-		{`all`, "invalid-filter"},
-		{`"all"`, "invalid-filter"},
+		{`all`, "all"},
+		{` "all" `, "all"},
+		{`"ALL"`, "invalid-filter"},
 		{`null`, "invalid-filter"},
 		{`{}`, "invalid-filter"},
 		{`[1]`, "invalid-filter"},
@@ -41,9 +42,14 @@ func TestParseFrom(t *testing.T) {
 		{`[{"session":"s","seq":1},`, "invalid-filter"},
 		{"[" + strings.Repeat(`{"session":"s","seq":1},`, 3) + `{"session":"s","seq":1}]`, "limit-exceeded"},
 	} {
-		got, err := parseFrom([]byte(c.in), 3)
+		got, all, err := parseFrom([]byte(c.in), 3)
 		var s string
-		if err != nil {
+		if all {
+			s = "all"
+			if got != nil || err != nil {
+				t.Errorf("%s: all with %v %v", c.in, got, err)
+			}
+		} else if err != nil {
 			s = err.Code
 			if err.Detail == "" {
 				t.Errorf("%s: empty detail", c.in)
@@ -166,7 +172,10 @@ func FuzzParseFrom(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ps, err := parseFrom(b, 8)
+		ps, all, err := parseFrom(b, 8)
+		if all {
+			return
+		}
 		if err != nil {
 			if err.Code != aep.CodeRInvalidFilter && err.Code != aep.CodeRLimitExceeded {
 				t.Fatalf("code %q", err.Code)

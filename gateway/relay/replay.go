@@ -28,8 +28,23 @@ type plan struct {
 // read from the moment of the request (its end offset then) except where a
 // named session needs older events: there reading starts at the lowest
 // resolved offset, and the gate keeps, below the request moment, only the
-// named sessions' events strictly after their positions.
-func (rl *Relay) planResume(ctx context.Context, tenant string, positions []cursor.Position) (*plan, error) {
+// named sessions' events strictly after their positions. With all
+// (replay-all, AEP-0003 §5), every partition is read from its log start and
+// the gate keeps every session-scoped event below the request moment; no
+// replay-exhausted is sent for it (§5 honesty rule 2).
+func (rl *Relay) planResume(ctx context.Context, tenant string, positions []cursor.Position, all bool) (*plan, error) {
+	if all {
+		st, err := rl.cfg.Engine.State(ctx, tenant)
+		if err != nil {
+			return nil, fmt.Errorf("relay: topic state: %w", err)
+		}
+		pl := &plan{gate: &replayGate{all: true, liveFrom: append([]int64(nil), st.End...), seen: map[dedupeKey]struct{}{}, max: rl.cfg.Dedupe}}
+		pl.from = make([]cursor.PartitionOffset, len(st.Start))
+		for p, off := range st.Start {
+			pl.from[p] = cursor.PartitionOffset{Partition: int32(p), Offset: off}
+		}
+		return pl, nil
+	}
 	if len(positions) == 0 {
 		return &plan{}, nil
 	}
@@ -75,6 +90,7 @@ type dedupeKey struct{ source, id string }
 // by one stream's goroutine.
 type replayGate struct {
 	sessions map[string]cursor.Position // named sessions' resume positions
+	all      bool                       // replay-all: every session-scoped event
 	liveFrom []int64                    // per partition: end offset at the request
 	seen     map[dedupeKey]struct{}     // replayed (source, id), bounded by max
 	max      int
@@ -90,16 +106,22 @@ func (g *replayGate) admit(ev *delivery.Event) bool {
 		return true
 	}
 	a := &ev.Attrs
-	pos, ok := g.sessions[a.Session]
-	if !ok || !a.HasSeq {
-		return false
-	}
-	epoch := int64(0)
-	if a.HasEpoch {
-		epoch = a.Epoch
-	}
-	if !pos.After(epoch, a.Seq) {
-		return false
+	if g.all {
+		if a.Session == "" || !a.HasSeq {
+			return false // replay-all replays session buffers
+		}
+	} else {
+		pos, ok := g.sessions[a.Session]
+		if !ok || !a.HasSeq {
+			return false
+		}
+		epoch := int64(0)
+		if a.HasEpoch {
+			epoch = a.Epoch
+		}
+		if !pos.After(epoch, a.Seq) {
+			return false
+		}
 	}
 	if a.ID == "" {
 		return true

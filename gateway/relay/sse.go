@@ -51,7 +51,7 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	rl.startIndex(ctx, tenant)
-	pl, err := rl.planResume(ctx, tenant, sp.from)
+	pl, err := rl.planResume(ctx, tenant, sp.from, sp.all)
 	if err != nil {
 		rl.cfg.Logger.Error().Err(err).Str("tenant", tenant).Msg("relay: plan resume")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event log is unavailable")
@@ -88,7 +88,7 @@ func (rl *Relay) sseParams(r *http.Request) (subParams, *reqError) {
 		return sp, rerr
 	}
 	if q.Has("from") {
-		sp.from, rerr = parseFrom([]byte(q.Get("from")), rl.cfg.MaxFrom)
+		sp.from, sp.all, rerr = parseFrom([]byte(q.Get("from")), rl.cfg.MaxFrom)
 		return sp, rerr
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {

@@ -170,7 +170,7 @@ func TestSSERefusals(t *testing.T) {
 		{"malformed filter", url.Values{"filter": {`{"type":`}}, nil, 400, "invalid-filter"},
 		{"inner wildcard", url.Values{"filter": {`{"type":["tool.*.progress"]}`}}, nil, 400, "invalid-filter"},
 		{"bad capture", url.Values{"capture": {"secret"}}, nil, 400, "invalid-filter"},
-		{"replay-all not implemented", url.Values{"from": {"all"}}, nil, 400, "invalid-filter"},
+		{"from ALL is not all", url.Values{"from": {"ALL"}}, nil, 400, "invalid-filter"},
 		{"from not an array", url.Values{"from": {`{"session":"s"}`}}, nil, 400, "invalid-filter"},
 		{"from without seq", url.Values{"from": {`[{"session":"s","epoch":0}]`}}, nil, 400, "invalid-filter"},
 		{"from negative seq", url.Values{"from": {`[{"session":"s","seq":-1}]`}}, nil, 400, "invalid-filter"},
@@ -306,4 +306,60 @@ func TestSSEReplayDedupes(t *testing.T) {
 		}
 	}
 	expectMarker(e, c, 0)
+}
+
+// from=all replays every session the log holds, each from its earliest
+// held event (agent-scoped events are not session buffers), then goes
+// live; no replay-exhausted even though retention deleted a session's start.
+func TestSSEReplayAll(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := elsewhere("s-a", "s-b")
+	order, rawA := e.session("s-a", colocated("s-a", "s-c"))
+	_, rawB := e.session(sb, elsewhere("s-a", "s-d"))
+	agent := `{"aep":"0.1","id":"ag-1","type":"agent.heartbeat","time":"2026-07-03T10:14:00.000Z","source":"aep://host-a/agent/claude-code","agent":"claude-code","data":{}}`
+	e.post(agent)
+	e.deleteBefore(e.record("s-a-0-1"))
+	c := e.getSSE(url.Values{"from": {"all"}, "filter": {`{"type":["tool.*","agent.*"]}`}}, nil)
+	if len(c.exhausted) != 0 {
+		t.Fatalf("replay-all sent %q", c.exhausted)
+	}
+	want := map[string][]string{}
+	for _, p := range order {
+		if p != (pos{0, 0}) {
+			want["s-a"] = append(want["s-a"], rawA[p])
+		}
+		want[sb] = append(want[sb], rawB[p])
+	}
+	got := map[string][]string{}
+	total := 0
+	for _, w := range want {
+		total += len(w)
+	}
+	total += 7 + 8 // s-c lost its first event with s-a's; s-d kept all
+	for range total {
+		m := c.nextEvent()
+		if !m.hasID {
+			t.Fatalf("agent-scoped event replayed: %+v", m)
+		}
+		s, _, _ := strings.Cut(m.id, ":")
+		got[s] = append(got[s], m.data)
+	}
+	for s, w := range want {
+		if fmt.Sprint(got[s]) != fmt.Sprint(w) {
+			t.Errorf("%s: got %d events %q, want %d %q", s, len(got[s]), got[s], len(w), w)
+		}
+	}
+	expectMarker(e, c, 0)
+}
+
+// elsewhere returns a session name starting with prefix whose events land
+// on another partition than session's.
+func elsewhere(session, prefix string) string {
+	avoid := partitioning.Partition([]byte(session), 4)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if partitioning.Partition([]byte(name), 4) != avoid {
+			return name
+		}
+	}
 }

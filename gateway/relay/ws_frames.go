@@ -77,7 +77,7 @@ func (rl *Relay) Capabilities() Capabilities {
 	return Capabilities{
 		Filters:      []string{"attr-match"},
 		Capture:      []string{aep.CaptureNone.String(), aep.CaptureMetadata.String(), aep.CaptureRedacted.String(), aep.CaptureFull.String()},
-		Replay:       ReplayCaps{Buffer: rl.cfg.ReplayBuffer, All: false},
+		Replay:       ReplayCaps{Buffer: rl.cfg.ReplayBuffer, All: true},
 		Control:      ControlCaps{Accepts: []string{}},
 		Experimental: map[string]any{},
 	}

@@ -78,7 +78,7 @@ func (c *wsConn) subParams(f *inFrame) (subParams, *reqError) {
 		}
 	}
 	if len(f.From) > 0 && string(f.From) != "null" {
-		sp.from, rerr = parseFrom(f.From, c.rl.cfg.MaxFrom)
+		sp.from, sp.all, rerr = parseFrom(f.From, c.rl.cfg.MaxFrom)
 	}
 	return sp, rerr
 }
@@ -136,7 +136,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	defer c.workers.Done()
 	defer close(s.done)
 	c.rl.startIndex(ctx, c.tenant)
-	pl, err := c.rl.planResume(ctx, c.tenant, sp.from)
+	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all)
 	if err != nil {
 		c.startFailed(ctx, s, err)
 		return

@@ -34,7 +34,7 @@ func TestWSHelloNegotiates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if h.Type != "hello" || fmt.Sprint(h.Versions) != "[0.1]" || fmt.Sprint(h.Capabilities.Filters) != "[attr-match]" ||
-		h.Capabilities.Replay.Buffer != 1000 || h.Capabilities.Replay.All || len(h.Capabilities.Capture) != 4 {
+		h.Capabilities.Replay.Buffer != 1000 || !h.Capabilities.Replay.All || len(h.Capabilities.Capture) != 4 {
 		t.Fatalf("server hello %+v", h)
 	}
 }
@@ -112,7 +112,7 @@ func TestWSSubscribeErrorsInBand(t *testing.T) {
 		{`{"type":"subscribe","id":"x1","filter":{"type":["tool.*.progress"]}}`, "x1", "invalid-filter"},
 		{`{"type":"subscribe","id":"x2","filter":"not an object"}`, "x2", "invalid-filter"},
 		{`{"type":"subscribe","id":"x3","capture":"secret"}`, "x3", "invalid-filter"},
-		{`{"type":"subscribe","id":"x4","from":"all"}`, "x4", "invalid-filter"},
+		{`{"type":"subscribe","id":"x4","from":"ALL"}`, "x4", "invalid-filter"},
 		{`{"type":"subscribe","id":"x5","from":[{"session":"s","seq":"x"}]}`, "x5", "invalid-filter"},
 		{`{"type":"subscribe","id":"live"}`, "live", "invalid-filter"},
 		{`{"type":"subscribe","id":7}`, "", "invalid-filter"},
@@ -293,5 +293,23 @@ func TestWSSilentPeerClosed(t *testing.T) {
 		if st := w.closed(); st != websocket.StatusPolicyViolation {
 			t.Fatalf("close status %v, want 1008", st)
 		}
+	}
+}
+
+func TestWSReplayAll(t *testing.T) {
+	e := newEnv(t, nil)
+	ev0, ev1 := rEvent("all-0", "s-all", 0, 0), rEvent("all-1", "s-all", 0, 1)
+	e.post(ev0, ev1)
+	w := e.dialWS(consumerHello)
+	w.subscribe("all", `"from":"all","filter":{"session":["s-all"]}`)
+	for _, want := range []string{ev0, ev1} {
+		if b := w.nextRaw(); string(b) != want {
+			t.Fatalf("got %s, want %s", b, want)
+		}
+	}
+	ev2 := rEvent("all-2", "s-all", 0, 2)
+	e.post(ev2)
+	if b := w.nextRaw(); string(b) != ev2 {
+		t.Fatalf("live: got %s, want %s", b, ev2)
 	}
 }
