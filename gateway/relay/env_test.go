@@ -286,17 +286,26 @@ func (e *env) record(id string) *kgo.Record {
 }
 
 // waitIndexed polls until the relay's indexer has indexed partition p below
-// offset.
+// offset and its resolver has read what the indexer wrote.
 func (e *env) waitIndexed(p int32, offset int64) {
 	e.t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for time.Now().Before(deadline) {
 		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
-			return
+			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	e.t.Fatalf("partition %d not indexed to %d", p, offset)
+	// The resolver must also have read the checkpoints the indexer wrote.
+	for time.Now().Before(deadline) {
+		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
+			if ok, err := e.relay.IndexCaughtUp(context.Background(), gateway.DevTenant); err == nil && ok {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("partition %d not indexed to %d, or the resolver did not read the index", p, offset)
 }
 
 // deleteBefore deletes r's partition below r (retention, as the broker

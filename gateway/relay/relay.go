@@ -309,3 +309,27 @@ func (rl *Relay) Indexed(tenant string, partition int32) (int64, bool) {
 	}
 	return ti.ix.Indexed(partition)
 }
+
+// IndexCaughtUp reports whether the tenant's resolver has read the index
+// topic up to its current end, so that a resume sees every checkpoint
+// written so far (false when the tenant's index has not started). A
+// resolver that lags only makes resumes scan more, except that it cannot
+// tell retention gaps it has not read the checkpoints of. For readiness
+// checks and tests.
+func (rl *Relay) IndexCaughtUp(ctx context.Context, tenant string) (bool, error) {
+	rl.mu.Lock()
+	ti, ok := rl.tenants[tenant]
+	rl.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	select {
+	case <-ti.ready:
+	default:
+		return false, nil
+	}
+	if ti.res == nil {
+		return false, nil
+	}
+	return ti.res.CaughtUp(ctx)
+}
