@@ -317,8 +317,16 @@ func (h *SubscriptionsHandlerD) create(w http.ResponseWriter, r *http.Request) {
 		h.unavailable(w, tenant, "write definition", err)
 		return
 	}
+	out := struct {
+		subscriptionView
+		// Cursor is the starting position, usable with GET /aep/events.
+		Cursor string `json:"cursor,omitempty"`
+	}{subscriptionView: h.view(def)}
+	if cur, err := h.kr.Encode(tenant, cursor.Cursor{Topic: st.ID.Tag(), Partitions: st.Partitions, Offsets: start}); err == nil {
+		out.Cursor = cur
+	}
 	w.Header().Set("Location", "/aep/subscriptions/"+def.ID)
-	writeJSON(w, http.StatusCreated, h.view(def))
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (h *SubscriptionsHandlerD) lookup(w http.ResponseWriter, r *http.Request, id string) (SubscriptionDef, bool) {

@@ -124,9 +124,13 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 		Filter       json.RawMessage `json:"filter"`
 		DeliveryMode string          `json:"delivery_mode"`
 		AckTimeoutMS int64           `json:"ack_timeout_ms"`
+		Cursor       string          `json:"cursor"`
 	}
 	if err := json.Unmarshal(b, &created); err != nil || !strings.HasPrefix(created.ID, "sub_") || created.DeliveryMode != "at_least_once" || created.AckTimeoutMS != 3600000 {
 		t.Fatalf("created %s: %v", b, err)
+	}
+	if c, err := e.kr.Decode(gateway.DevTenant, created.Cursor); err != nil || len(c.Offsets) != 3 {
+		t.Fatalf("created cursor %q: %v", created.Cursor, err)
 	}
 	// events published before the first stream opens are delivered
 	var ids []string
