@@ -112,10 +112,13 @@ func commitDurable(ctx context.Context, adm *kadm.Client, group, topic string, t
 	for _, pc := range pcs {
 		os.Add(kadm.Offset{Topic: topic, Partition: pc.Partition, At: pc.Offset, LeaderEpoch: -1, Metadata: commitMetaD(tag, parts, pc)})
 	}
-	resps, err := adm.CommitOffsets(ctx, group, os)
-	if err == nil {
-		err = resps.Error()
-	}
+	err := cursor.RetryCoordinator(ctx, func() error {
+		resps, err := adm.CommitOffsets(ctx, group, os)
+		if err == nil {
+			err = resps.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("delivery: commit %s: %w", group, err)
 	}
@@ -125,10 +128,15 @@ func commitDurable(ctx context.Context, adm *kadm.Client, group, topic string, t
 // fetchDurable reads group's commits for topic. found is false when the
 // group has committed nothing.
 func fetchDurable(ctx context.Context, adm *kadm.Client, group, topic string) (cur cursor.Cursor, pcs map[int32]partCommit, found bool, err error) {
-	resps, err := adm.FetchOffsetsForTopics(ctx, group, topic)
-	if err == nil {
-		err = resps.Error()
-	}
+	var resps kadm.OffsetResponses
+	err = cursor.RetryCoordinator(ctx, func() error {
+		var err error
+		resps, err = adm.FetchOffsetsForTopics(ctx, group, topic)
+		if err == nil {
+			err = resps.Error()
+		}
+		return err
+	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return cur, nil, false, nil
 	}
