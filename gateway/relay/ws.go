@@ -195,6 +195,8 @@ func (c *wsConn) writer() {
 	var order []string // subscriptions in first-delivery order, for a stable closing frame
 	ping := time.NewTicker(c.rl.cfg.Ping)
 	defer ping.Stop()
+	var lastSeen int64 // lastRead at the previous tick
+	quietTicks := 0
 	write := func(b []byte) bool {
 		ctx, cancel := context.WithTimeout(c.ctx, c.rl.cfg.WriteTimeout)
 		defer cancel()
@@ -223,7 +225,14 @@ func (c *wsConn) writer() {
 			closing(f)
 			return
 		case now := <-ping.C:
-			if silent := now.Sub(time.Unix(0, c.lastRead.Load())); silent > 3*c.rl.cfg.Ping {
+			// Silence: no frame read for three periods and for three ticks
+			// handled here (ticks can be dropped under load; counting them
+			// guarantees the peer got at least two pings to answer).
+			if lr := c.lastRead.Load(); lr != lastSeen {
+				lastSeen, quietTicks = lr, 0
+			}
+			quietTicks++
+			if silent := now.Sub(time.Unix(0, lastSeen)); silent > 3*c.rl.cfg.Ping && quietTicks >= 3 {
 				closing(outFrame{close: websocket.StatusPolicyViolation, reason: "no frame for " + silent.Round(time.Millisecond).String()})
 				return
 			}

@@ -92,9 +92,14 @@ func TestWSPingPongAndUnknownFrames(t *testing.T) {
 }
 
 func TestWSServerPings(t *testing.T) {
-	e := newEnv(t, func(c *relay.Config) { c.Ping = 20e6 })
+	e := newEnv(t, func(c *relay.Config) { c.Ping = 100 * time.Millisecond })
 	w := e.dialWS(consumerHello)
-	b := <-w.frames
+	var b []byte
+	select {
+	case b = <-w.frames:
+	case <-time.After(waitFor):
+		t.Fatal("no frame")
+	}
 	var f frame
 	_ = json.Unmarshal(b, &f)
 	if f.str("type") != "ping" || f["t"] == nil {
@@ -280,7 +285,7 @@ func TestWSClosingOnShutdown(t *testing.T) {
 // A peer that answers nothing for three ping periods is closed, after a
 // closing frame; so is one that never says hello.
 func TestWSSilentPeerClosed(t *testing.T) {
-	e := newEnv(t, func(c *relay.Config) { c.Ping = 20 * time.Millisecond })
+	e := newEnv(t, func(c *relay.Config) { c.Ping = 100 * time.Millisecond })
 	for _, hello := range []string{consumerHello, ""} {
 		w := e.dialWS(hello)
 		for {
