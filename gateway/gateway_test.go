@@ -475,7 +475,7 @@ func TestHealthDiscoveryMetrics(t *testing.T) {
 	for _, p := range []string{"/events", "/.well-known/aep"} {
 		st, body := get(p)
 		var d discovery
-		if st != 200 || json.Unmarshal([]byte(body), &d) != nil || d.AEP[0] != "0.1" || d.Endpoints["events"] != "/events" {
+		if st != 200 || json.Unmarshal([]byte(body), &d) != nil || len(d.AEP) == 0 || d.AEP[0] != "0.1" || d.Endpoints["events"] != "/events" {
 			t.Fatalf("%s: %d %s", p, st, body)
 		}
 		if _, ok := d.Endpoints["stream"]; ok {

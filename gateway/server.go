@@ -61,6 +61,10 @@ type Server struct {
 	limiter *tenantLimiter // nil when rate limiting is off
 	router  chi.Router
 
+	// The discovery document's variable parts; set before serving.
+	discoEndpoints map[string]string
+	discoCaps      any
+
 	startOnce, shutdownOnce sync.Once
 }
 
@@ -94,6 +98,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
 		},
 		ready: newReadiness(deps.Pinger, cfg.ReadyInterval, m),
+
+		discoEndpoints: map[string]string{"events": "/events"},
+		discoCaps:      map[string]any{"experimental": map[string]any{}},
 	}
 	if cfg.RateLimit.enabled() {
 		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)

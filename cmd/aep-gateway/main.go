@@ -24,6 +24,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/delivery"
+	"github.com/aep-gateway/aep-gateway/gateway/relay"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -194,6 +195,21 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 
+	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume
+	// through the per-tenant session index (docs/relay.md).
+	rl, err := relay.New(relay.Config{
+		Engine: engine, Server: srv, ClientOpts: opts, Naming: naming, Topics: prov,
+		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
+		MaxStreamsPerTenant: cfg.MaxStreamsPerTenant, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer rl.Close()
+	srv.Mount(aep.DialectR, "/stream", rl.Stream())
+	srv.Mount(aep.DialectR, "/socket", rl.Socket())
+	srv.AdvertiseR(map[string]string{"stream": "/stream", "socket": "/socket"}, rl.Capabilities())
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -223,6 +239,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	rl.Close() // R streams get their closing comment/frame with positions
 	// http.Server.Shutdown does not track hijacked (WebSocket) connections.
 	wsErr := wsD.Shutdown(sctx)
 	err = httpSrv.Shutdown(sctx)
