@@ -20,12 +20,11 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -55,35 +54,14 @@ func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 3
 	}
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cluster.Close)
-	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
-	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
+	st := gatewaytest.New(tb, gatewaytest.Options{Partitions: cfg.Partitions})
+	seeds, cl, prov, srv, kr := st.Seeds, st.Client, st.Provisioner, st.Server, st.Keyring
 	naming := partitioning.Naming{}
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), naming, partitioning.TopicConfig{Partitions: cfg.Partitions, ReplicationFactor: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	tenant := gateway.DevTenant
 	if _, err := prov.Ensure(context.Background(), tenant); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	eng, err := NewEngine(Config{ClientOpts: []kgo.Opt{seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: prov, Queue: cfg.Queue, Logger: zerolog.New(io.Discard)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -99,7 +77,6 @@ func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
 		hs.CloseClientConnections()
 		hs.Close()
 		eng.Close()
-		_ = srv.Shutdown(context.Background())
 	})
 	return &bdRig{tb: tb, url: hs.URL, seeds: seeds, prod: cl, eng: eng, topic: naming.Events(tenant), tenant: tenant}
 }

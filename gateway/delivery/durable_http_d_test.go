@@ -13,60 +13,35 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/delivery"
-	"github.com/aep-gateway/aep-gateway/partitioning"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // newSubsEnv is a gateway (ingest into kfake) with the durable
 // subscriptions API next to it.
 func newSubsEnv(t *testing.T, cfg delivery.SubsConfigD) *sseEnv {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
-	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{}, partitioning.TopicConfig{Partitions: 3, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: prov, Logger: zerolog.New(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	st := gatewaytest.New(t, gatewaytest.Options{})
+	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Logger = zerolog.New(io.Discard)
-	h := delivery.NewSubscriptionsHandlerD(eng, kr, func(*http.Request) string { return gateway.DevTenant }, cfg)
+	h := delivery.NewSubscriptionsHandlerD(eng, st.Keyring, func(*http.Request) string { return gateway.DevTenant }, cfg)
 	mux := http.NewServeMux()
 	mux.Handle("/aep/subscriptions", h)
 	mux.Handle("/aep/subscriptions/", h)
-	mux.Handle("/", srv.Handler())
+	mux.Handle("/", st.Server.Handler())
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
 		eng.Close()
-		_ = srv.Shutdown(context.Background())
 	})
-	return &sseEnv{t: t, url: hs.URL, kr: kr, adm: kadm.NewClient(cl)}
+	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin}
 }
 
 func (e *sseEnv) do(method, path, body string) (int, []byte) {

@@ -6,17 +6,14 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
-	"github.com/aep-gateway/aep-gateway/partitioning"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 const wsTestTenant = "default"
@@ -24,35 +21,13 @@ const wsTestTenant = "default"
 // wsTestHandler builds a handler on kfake with a real gateway ingest.
 func wsTestHandler(tb testing.TB, cfg WSConfigD) *WSHandlerD {
 	tb.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cluster.Close)
-	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
-	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{}, partitioning.TopicConfig{Partitions: 2, ReplicationFactor: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	eng, err := NewEngine(Config{ClientOpts: []kgo.Opt{seeds}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	st := gatewaytest.New(tb, gatewaytest.Options{Partitions: 2})
+	srv, kr := st.Server, st.Keyring
+	eng, err := NewEngine(Config{ClientOpts: []kgo.Opt{st.Seeds}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(eng.Close)
-	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	ingest := func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
 		return srv.Ingest(ctx, tenant, aep.DialectD, events)
 	}

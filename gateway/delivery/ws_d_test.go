@@ -17,15 +17,12 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/delivery"
-	"github.com/aep-gateway/aep-gateway/partitioning"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // wsEnv is a gateway on kfake with the D WebSocket binding mounted at /aep
@@ -39,30 +36,9 @@ type wsEnv struct {
 
 func newWSEnv(t *testing.T, cfg delivery.WSConfigD) *wsEnv {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
-	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{}, partitioning.TopicConfig{Partitions: 3, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard)}, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: prov, Logger: zerolog.New(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr, err := cursor.NewKeyring(cursor.Key{ID: 1, Secret: []byte("0123456789abcdef0123")})
+	st := gatewaytest.New(t, gatewaytest.Options{})
+	srv, kr := st.Server, st.Keyring
+	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +61,6 @@ func newWSEnv(t *testing.T, cfg delivery.WSConfigD) *wsEnv {
 		hs.CloseClientConnections()
 		hs.Close()
 		eng.Close()
-		_ = srv.Shutdown(context.Background())
 	})
 	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}
 }
