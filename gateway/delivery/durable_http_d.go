@@ -267,16 +267,8 @@ func (h *SubscriptionsHandlerD) create(w http.ResponseWriter, r *http.Request) {
 	}
 	f, def, err := parseCreateD(body, time.Now())
 	if err != nil {
-		var fe *filtering.Error
-		if errors.As(err, &fe) {
-			var det map[string]string
-			if fe.Field != "" {
-				det = map[string]string{"field": fe.Field}
-			}
-			reject(w, fe.Message, det)
-			return
-		}
-		reject(w, err.Error(), nil)
+		msg, det := rejectionOf(err)
+		reject(w, msg, det)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)

@@ -102,56 +102,18 @@ type durableSSE struct {
 }
 
 func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *DurableStream) {
-	rc := http.NewResponseController(w)
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(d.h.cfg.WriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
+	cfg := sseLoopConfig{Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch}
+	onClose := func(buf []byte) []byte {
+		if !errors.Is(s.Err(), ErrExpired) {
+			return buf
 		}
-		return rc.Flush() == nil
-	}
-	if !write([]byte(": stream open\n\n")) {
-		return
-	}
-	hb := time.NewTicker(d.h.cfg.Heartbeat)
-	defer hb.Stop()
-	var buf []byte
-	idle := true
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-hb.C:
-			if idle && !write([]byte(": heartbeat\n\n")) {
-				return
-			}
-			idle = true
-		case dl, ok := <-s.C():
-			buf = buf[:0]
-			var err error
-			for n := 0; ok; n++ {
-				if buf, err = d.appendMessage(buf, dl); err != nil {
-					d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("delivery: encode message")
-					return
-				}
-				if n+1 >= d.h.cfg.Batch || len(s.C()) == 0 {
-					break
-				}
-				dl, ok = <-s.C()
-			}
-			if !ok && errors.Is(s.Err(), ErrExpired) {
-				if ev, err := noticeD("subscription.expired", expiredD{SubscriptionID: d.id, Reason: "expired"}, time.Now()); err == nil {
-					buf = appendNotice(buf, "subscription.expired", ev)
-				}
-			}
-			if len(buf) > 0 && !write(buf) {
-				return
-			}
-			idle = false
-			if !ok {
-				return
-			}
+		if ev, err := noticeD("subscription.expired", expiredD{SubscriptionID: d.id, Reason: "expired"}, time.Now()); err == nil {
+			buf = appendNotice(buf, "subscription.expired", ev)
 		}
+		return buf
+	}
+	if err := serveSSE(w, r, cfg, s.C(), d.appendMessage, onClose); err != nil {
+		d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("delivery: encode message")
 	}
 }
 

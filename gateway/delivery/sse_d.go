@@ -81,6 +81,19 @@ func writeErrD(w http.ResponseWriter, status int, code, msg string, retryable bo
 	_ = json.NewEncoder(w).Encode(b)
 }
 
+// rejectionOf is the subscription_rejected message and details of a filter
+// that did not parse: a filtering.Error's message and field, or err's text.
+func rejectionOf(err error) (string, map[string]string) {
+	var fe *filtering.Error
+	if !errors.As(err, &fe) {
+		return err.Error(), nil
+	}
+	if fe.Field == "" {
+		return fe.Message, nil
+	}
+	return fe.Message, map[string]string{"field": fe.Field}
+}
+
 func reject(w http.ResponseWriter, msg string, details map[string]string) {
 	writeErrD(w, http.StatusBadRequest, aep.CodeDSubscriptionRejected, msg, false, details)
 }
@@ -102,16 +115,8 @@ func (h *sseHandlerD) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := filtering.ParseDQuery(r.URL.Query())
 	if err != nil {
-		var fe *filtering.Error
-		if errors.As(err, &fe) {
-			var det map[string]string
-			if fe.Field != "" {
-				det = map[string]string{"field": fe.Field}
-			}
-			reject(w, fe.Message, det)
-			return
-		}
-		reject(w, err.Error(), nil)
+		msg, det := rejectionOf(err)
+		reject(w, msg, det)
 		return
 	}
 	st := &streamD{tenant: h.tenant(r), mode: f.DeliveryMode(), from: f.FromCursor()}

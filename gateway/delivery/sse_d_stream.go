@@ -12,57 +12,10 @@ import (
 // stream writes the subscription's deliveries as SSE messages until the
 // client leaves, a write fails, or the subscription ends.
 func (h *sseHandlerD) stream(w http.ResponseWriter, r *http.Request, sub *Subscription, st *streamD) {
-	rc := http.NewResponseController(w)
-	log := h.cfg.Logger.With().Str("tenant", st.tenant).Logger()
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.WriteTimeout)) // unsupported: no deadline
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !write([]byte(": stream open\n\n")) {
-		return
-	}
-	hb := time.NewTicker(h.cfg.Heartbeat)
-	defer hb.Stop()
-	var buf []byte
-	idle := true
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-hb.C:
-			if idle && !write([]byte(": heartbeat\n\n")) {
-				return
-			}
-			idle = true
-		case d, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			buf = buf[:0]
-			var err error
-			for n := 0; ; n++ {
-				if buf, err = h.appendMessage(buf, st, d); err != nil {
-					log.Error().Err(err).Msg("delivery: encode message")
-					return
-				}
-				if n+1 >= h.cfg.Batch || len(sub.C()) == 0 {
-					break
-				}
-				if d, ok = <-sub.C(); !ok {
-					break
-				}
-			}
-			if !write(buf) {
-				return
-			}
-			idle = false
-			if !ok {
-				return
-			}
-		}
+	cfg := sseLoopConfig{Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch}
+	appendMsg := func(buf []byte, d Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
+	if err := serveSSE(w, r, cfg, sub.C(), appendMsg, nil); err != nil {
+		h.cfg.Logger.Error().Err(err).Str("tenant", st.tenant).Msg("delivery: encode message")
 	}
 }
 

@@ -103,15 +103,8 @@ func (c *wsConnD) startSub(id string, payload json.RawMessage) (*wsSubD, *wsSubC
 	}
 	f, err := filtering.ParseD(payload)
 	if err != nil {
-		var fe *filtering.Error
-		if errors.As(err, &fe) {
-			r := &wsSubReject{msg: fe.Message}
-			if fe.Field != "" {
-				r.details = map[string]string{"field": fe.Field}
-			}
-			return nil, nil, r
-		}
-		return nil, nil, &wsSubReject{msg: err.Error()}
+		msg, details := rejectionOf(err)
+		return nil, nil, &wsSubReject{msg: msg, details: details}
 	}
 	st := &streamD{tenant: c.tenant, from: f.FromCursor()}
 	requested := f.DeliveryMode()
