@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -157,7 +159,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if embedded != nil {
 		deps.Auditor = embedded
 	}
+	// One registry serves /metrics for the gateway and the delivery engine.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(gateway.Config{
+		Registry: reg,
 		Limits: gateway.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
 		},
@@ -175,7 +181,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	engine, err := delivery.NewEngine(delivery.Config{ClientOpts: opts, Naming: naming, Topics: prov, Logger: log})
+	engine, err := delivery.NewEngine(delivery.Config{ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -267,6 +267,7 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	var rctx context.Context
 	rctx, s.cancel = context.WithCancel(e.ctx)
 	e.wg.Add(1)
+	e.metrics.durable.Inc()
 	e.goMu.Unlock()
 	go s.run(rctx)
 	return s, nil
@@ -393,6 +394,7 @@ func (s *DurableStream) wakeLocked() {
 func (s *DurableStream) run(ctx context.Context) {
 	defer s.e.wg.Done()
 	defer close(s.done)
+	defer s.e.metrics.durable.Dec()
 	err := s.loop(ctx)
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
@@ -551,6 +553,7 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		}
 		if attempts > 1 {
 			s.stats.Redeliveries++
+			s.e.metrics.redelivered.Inc()
 		}
 		s.armLocked(pe, now)
 		s.seq++
@@ -604,6 +607,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			}
 			q.attempts++
 			s.stats.Redeliveries++
+			s.e.metrics.redelivered.Inc()
 			s.armLocked(q, now)
 			s.seq++
 			out = append(out, DurableDelivery{Kind: DurableEvent, Event: q.ev, Attempt: q.attempts, Sequence: s.seq})
@@ -624,6 +628,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		}
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
+		s.e.metrics.deadLettered.Inc()
 		s.mu.Unlock()
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, dead: p})
 	}
@@ -682,6 +687,9 @@ func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 	for _, d := range out {
 		select {
 		case s.ch <- d:
+			if d.Kind == DurableEvent {
+				s.e.metrics.delivered.Inc()
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -2,10 +2,13 @@ package delivery
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -53,14 +56,18 @@ type Config struct {
 	// means DefaultMaxQueue.
 	MaxQueue int
 	Logger   zerolog.Logger
+	// Registerer receives the engine's metrics (aep_delivery_*). Nil
+	// leaves them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
 type Engine struct {
-	cfg    Config
-	admCl  *kgo.Client
-	adm    *kadm.Client
-	nextID atomic.Uint64
+	cfg     Config
+	metrics *metrics
+	admCl   *kgo.Client
+	adm     *kadm.Client
+	nextID  atomic.Uint64
 
 	// ctx is the parent of every tail and catch-up; cancel ends them all.
 	ctx      context.Context
@@ -97,7 +104,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("delivery: admin client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}, nil
+	return &Engine{cfg: cfg, metrics: newMetrics(cfg.Registerer), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}, nil
 }
 
 // Request describes one subscription.
@@ -156,6 +163,7 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 			return nil, err
 		}
 		s.start = start
+		e.metrics.subscriptions.Inc()
 		return s, nil
 	}
 	if !s.startCatchUp(append([]cursor.PartitionOffset(nil), req.From...), false) {

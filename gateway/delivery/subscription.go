@@ -128,6 +128,7 @@ func (s *Subscription) finish(err error) {
 		if err != nil {
 			s.err.Store(&err)
 		}
+		s.e.metrics.subscriptions.Dec()
 		close(s.ch)
 	})
 }
@@ -140,11 +141,13 @@ func (s *Subscription) offerLocked(ev *Event) {
 	s.seq++
 	select {
 	case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+		s.e.metrics.delivered.Inc()
 		return
 	default:
 	}
 	if !s.lossless {
 		s.dropped.Add(1)
+		s.e.metrics.dropped.Inc()
 		return
 	}
 	// Lossless: leave the tail and read again from this event on.
@@ -154,6 +157,7 @@ func (s *Subscription) offerLocked(ev *Event) {
 	t.index.Remove(s.id)
 	delete(t.subs, s.id)
 	s.fallbacks.Add(1)
+	s.e.metrics.fallbacks.Inc()
 	if !s.startCatchUp(from, true) {
 		s.finish(ErrClosed) // closing or engine closed: the tail is the last sender
 	}
@@ -267,6 +271,7 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			replayed++
 			select {
 			case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+				s.e.metrics.delivered.Inc()
 			case <-ctx.Done():
 				return ctx.Err()
 			}
