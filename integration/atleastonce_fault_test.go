@@ -218,8 +218,17 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 		default:
 		}
 		if ctx.Err() != nil {
-			fail("deadline: %d of %d events acknowledged, %d first deliveries, %d redeliveries, %d reconnects, killed %v",
-				nApplied(), n, firsts, redeliveries, reconnects, isKilled)
+			var missing []string
+			mu.Lock()
+			published.Range(func(k, _ any) bool {
+				if !applied[k.(string)] {
+					missing = append(missing, k.(string))
+				}
+				return len(missing) < 10
+			})
+			mu.Unlock()
+			fail("deadline: %d of %d events acknowledged (not: %v), %d first deliveries, %d redeliveries, %d reconnects, killed %v",
+				nApplied(), n, missing, firsts, redeliveries, reconnects, isKilled)
 		}
 		// open the stream on the current gateway: 409 while the previous
 		// stream of this node is still being released
