@@ -79,6 +79,12 @@ func NewIndexer(cfg IndexerConfig) (*Indexer, error) {
 	opts = append(opts,
 		kgo.ConsumeTopics(cfg.EventsTopic),
 		kgo.ConsumerGroup(cfg.Group),
+		// A crashed node stays a member until its session times out, and
+		// until then a joining or leaving node waits for the rebalance (so a
+		// restarted gateway's shutdown would wait the default 45 s). The
+		// broker minimum keeps that wait short.
+		kgo.SessionTimeout(6*time.Second),
+		kgo.HeartbeatInterval(time.Second),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),

@@ -79,7 +79,7 @@ func (s *syncBuffer) String() string {
 func startGateway(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
 	bin := gatewayBinary(t)
-	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "10s"}, args...)
+	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "AEP_LOG_LEVEL=info")
 	stderr, err := cmd.StderrPipe()
