@@ -1,0 +1,121 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func rEventE(session string, epoch, seq int) string {
+	return fmt.Sprintf(`{"aep":"0.1","id":"01JX9YB0%s%02d%04d","type":"tool.requested","time":"2026-07-03T10:14:00.000Z","source":"aep://host-a/agent/claude-code/session/%s","agent":"claude-code","session":%q,"seq":%d,"epoch":%d,"data":{}}`,
+		strings.ToUpper(session), epoch, seq, session, session, seq, epoch)
+}
+
+// rSessionEvents is a session of 2 epochs (the counter restarts at the
+// bump), interleaved with another session, as posted.
+func rSessionEvents() (all []string, positions []string, session []string) {
+	for epoch := 0; epoch < 2; epoch++ {
+		for seq := 0; seq < 8; seq++ {
+			ev := rEventE("s_pos", epoch, seq)
+			all = append(all, ev, rEventE("s_noise", epoch, seq))
+			positions = append(positions, fmt.Sprintf("s_pos:%d:%d", epoch, seq))
+			session = append(session, ev)
+		}
+	}
+	return all, positions, session
+}
+
+func rArgs(t *testing.T) []string {
+	b := StartBroker(t)
+	prefix := strings.ReplaceAll(TopicName(t), "_", "-")
+	return []string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix + ".{tenant}.events",
+		"--topic-partitions", "3", "--topic-replication-factor", "1"}
+}
+
+// Resume from every position of a session, through the binary on the
+// harness broker: each reconnect gets exactly the strict tail, in order,
+// with no duplicate and nothing of the other session.
+func TestStreamRResumeFromEveryPosition(t *testing.T) {
+	g := startGateway(t, rArgs(t)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	all, positions, session := rSessionEvents()
+	// Open a stream first so the tenant's session index runs.
+	warm := openRStream(t, g, url.Values{"filter": {`{"session":"s_pos"}`}}, "")
+	postR(ctx, t, g, all...)
+	for i := range session {
+		if m := warm.nextEvent(); m.data != session[i] {
+			t.Fatalf("live %d: %s", i, m.data)
+		}
+	}
+	warm.close()
+	for i, pos := range positions[:len(positions)-1] {
+		s := openRStream(t, g, url.Values{"filter": {`{"session":["s_pos","s_noise"]}`}}, pos)
+		for j := i + 1; j < len(session); j++ {
+			m := s.nextEvent()
+			if m.data != session[j] || m.id != positions[j] {
+				s.close()
+				t.Fatalf("resume after %s: message %d is %s (%s), want %s", pos, j-i-1, m.id, m.data, positions[j])
+			}
+		}
+		s.close()
+	}
+	g.stop()
+}
+
+// WebSocket /socket: a refused subscribe is answered in-band and the
+// connection and its other subscription keep serving.
+func TestSocketRInBandErrorKeepsOtherSubscription(t *testing.T) {
+	g := startGateway(t, rArgs(t)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	send := func(s string) {
+		if err := c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() map[string]any {
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatalf("frame %s: %v", b, err)
+			}
+			if m["type"] != "ping" {
+				return m
+			}
+		}
+	}
+	send(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"it"}}`)
+	if m := next(); m["type"] != "hello" {
+		t.Fatalf("hello: %v", m)
+	}
+	send(`{"type":"subscribe","id":"good","filter":{"session":"s_ws"}}`)
+	if m := next(); m["type"] != "subscribed" || m["id"] != "good" {
+		t.Fatalf("subscribe good: %v", m)
+	}
+	send(`{"type":"subscribe","id":"bad","filter":{"type":["tool.*.progress"]}}`)
+	if m := next(); m["type"] != "error" || m["id"] != "bad" || m["code"] != "invalid-filter" {
+		t.Fatalf("subscribe bad: %v", m)
+	}
+	postR(ctx, t, g, rEventE("s_ws", 0, 0), rEventE("s_other", 0, 0))
+	m := next()
+	if m["session"] != "s_ws" || m["aep"] != "0.1" {
+		t.Fatalf("the good subscription after the in-band error: %v", m)
+	}
+	g.stop()
+}
