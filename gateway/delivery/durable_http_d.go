@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -365,11 +366,7 @@ func (h *SubscriptionsHandlerD) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func sortViews(v []subscriptionView) {
-	for i := 1; i < len(v); i++ {
-		for j := i; j > 0 && v[j].ID < v[j-1].ID; j-- {
-			v[j], v[j-1] = v[j-1], v[j]
-		}
-	}
+	slices.SortFunc(v, func(a, b subscriptionView) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // partitionStateD is one partition of GET /aep/subscriptions/{id}.
