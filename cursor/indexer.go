@@ -20,7 +20,8 @@ type IndexerConfig struct {
 	// partition p mod (index partitions).
 	IndexTopic string
 	// Group is the consumer group that spreads event partitions over
-	// indexer instances and holds their progress (aep.<tenant>.indexer).
+	// indexer instances and holds their progress (the relay uses
+	// <events topic>.indexer).
 	Group string
 	// ClientOpts reach the cluster (seed brokers, TLS, SASL). The Indexer
 	// adds its own consumer, group and producer options.
