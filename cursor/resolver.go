@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,8 @@ type Resolver struct {
 	stop   context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	bad    int64 // malformed index records skipped
+	bad    int64           // malformed index records skipped; guarded by mu
+	readTo map[int32]int64 // index partition -> offset after the last record applied; guarded by mu
 	runErr error
 }
 
@@ -66,7 +68,7 @@ func NewResolver(cfg ResolverConfig) (*Resolver, error) {
 		cfg: cfg, idx: idx, cl: cl, adm: kadm.NewClient(cl),
 		scan: newScanner(cl, cfg.FetchMaxBytes), view: newIndexView(),
 		part: kgo.StickyKeyPartitioner(nil).ForTopic(cfg.EventsTopic),
-		stop: cancel, done: make(chan struct{}),
+		stop: cancel, done: make(chan struct{}), readTo: map[int32]int64{},
 	}
 	go r.follow(ctx)
 	return r, nil
@@ -89,11 +91,13 @@ func (r *Resolver) follow(ctx context.Context) {
 			return
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			if err := r.view.apply(rec.Key, rec.Value); err != nil {
-				r.mu.Lock()
+			err := r.view.apply(rec.Key, rec.Value)
+			r.mu.Lock()
+			if err != nil {
 				r.bad++
-				r.mu.Unlock()
 			}
+			r.readTo[rec.Partition] = rec.Offset + 1
+			r.mu.Unlock()
 		})
 	}
 }
@@ -108,17 +112,47 @@ func (r *Resolver) IndexStats() (applied, checkpoints, malformed int64) {
 }
 
 // CaughtUp reports whether the Resolver has read the index topic up to the
-// high watermarks it has now. Resolving never needs it (an index that lags
-// only makes scans longer); tests and readiness checks do.
+// high watermarks it has now. A lagging index only makes most resolves scan
+// longer; a resolve in a partition whose log start moved waits for it
+// (syncView), because only checkpoints can tell that a position was lost.
 func (r *Resolver) CaughtUp(ctx context.Context) (bool, error) {
 	ends, err := r.adm.ListEndOffsets(ctx, r.cfg.IndexTopic)
 	if err != nil {
 		return false, err
 	}
-	var want int64
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	applied, _ := r.view.stats()
-	return applied >= want, nil
+	caught := true
+	r.mu.Lock()
+	ends.Each(func(o kadm.ListedOffset) {
+		// The record just below the end is never compacted away (it is the
+		// newest of its key), so having applied it means having read all.
+		if o.Err == nil && o.Offset > 0 && r.readTo[o.Partition] < o.Offset {
+			caught = false
+		}
+	})
+	r.mu.Unlock()
+	return caught, nil
+}
+
+// syncWait bounds how long a resolve waits for the index follower.
+const syncWait = 5 * time.Second
+
+// syncView waits (at most syncWait, or until ctx ends) until the follower
+// has applied every index record written before the call. On timeout the
+// resolve goes on with what the view holds.
+func (r *Resolver) syncView(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	for {
+		ok, err := r.CaughtUp(ctx)
+		if ok || err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // Resume is where delivery of a session restarts.
@@ -153,6 +187,12 @@ func (r *Resolver) Resolve(ctx context.Context, pos Position) (Resume, error) {
 		return Resume{}, err
 	}
 	p := r.partitionOf(pos.Session, st.Partitions)
+	if st.Start[p] > 0 {
+		// Part of the partition is gone: whether the position is among the
+		// lost events is decided by the checkpoints, so read every one the
+		// index holds now before deciding.
+		r.syncView(ctx)
+	}
 	l := layout{tag: st.ID.Tag(), partitions: st.Partitions, partition: p}
 	q := r.view.lookup(pos.Session, l, pos)
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 func rEventE(session string, epoch, seq int) string {
@@ -65,6 +66,61 @@ func TestStreamRResumeFromEveryPosition(t *testing.T) {
 			}
 		}
 		s.close()
+	}
+	g.stop()
+}
+
+// A log start moved past a requested position (retention, here forced with
+// DeleteRecords on the broker) is told first: ": replay-exhausted" with the
+// earliest held position, before anything replayed, then what is held.
+func TestStreamRReplayExhaustedAfterLogStartMoves(t *testing.T) {
+	b := StartBroker(t)
+	prefix := strings.ReplaceAll(TopicName(t), "_", "-")
+	g := startGateway(t, "--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix+".{tenant}.events",
+		"--topic-partitions", "1", "--topic-replication-factor", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	warm := openRStream(t, g, url.Values{"filter": {`{"session":"s_ret"}`}}, "") // starts the tenant's indexer
+	var evs []string
+	for seq := 0; seq < 10; seq++ {
+		evs = append(evs, rEventE("s_ret", 0, seq))
+	}
+	postR(ctx, t, g, evs...)
+	for range evs {
+		warm.nextEvent()
+	}
+	warm.close()
+
+	// The indexer commits its group offsets only after the index topic
+	// acknowledged the checkpoints: wait until it has indexed all 10.
+	topic := prefix + ".default.events"
+	adm := kadm.NewClient(b.Client(t))
+	for {
+		offs, err := adm.FetchOffsetsForTopics(ctx, topic+".indexer", topic)
+		if err == nil {
+			if o, ok := offs.Lookup(topic, 0); ok && o.At >= 10 {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the indexer never committed past the events: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var off kadm.Offsets
+	off.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5})
+	res, err := adm.DeleteRecords(ctx, off)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	s, markers := openRStreamMarkers(t, g, url.Values{}, "s_ret:0:1")
+	if len(markers) != 1 || markers[0] != "replay-exhausted s_ret 0:5" {
+		t.Fatalf("markers before the stream %q, want one replay-exhausted naming 0:5", markers)
+	}
+	for seq := 5; seq < 10; seq++ {
+		if m := s.nextEvent(); m.id != fmt.Sprintf("s_ret:0:%d", seq) {
+			t.Fatalf("after the marker: %+v, want seq %d", m, seq)
+		}
 	}
 	g.stop()
 }
