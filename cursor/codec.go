@@ -297,14 +297,7 @@ func (r *reader) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(r.b[r.off:])
-	switch {
-	case n == 0:
-		r.err = errf(ErrMalformed, "short varint at byte %d", r.off)
-	case n < 0:
-		r.err = errf(ErrMalformed, "varint overflow at byte %d", r.off)
-	default:
-		r.off += n
-	}
+	r.advance(n)
 	return v
 }
 
@@ -313,6 +306,15 @@ func (r *reader) varint() int64 {
 		return 0
 	}
 	v, n := binary.Varint(r.b[r.off:])
+	if r.advance(n) && (v > 1<<62 || v < -(1<<62)) {
+		r.err = errf(ErrMalformed, "offset delta out of range at byte %d", r.off)
+	}
+	return v
+}
+
+// advance moves past a varint of n bytes as binary.(U)varint reports it,
+// recording a short or overflowing varint; it reports whether it moved.
+func (r *reader) advance(n int) bool {
 	switch {
 	case n == 0:
 		r.err = errf(ErrMalformed, "short varint at byte %d", r.off)
@@ -320,11 +322,9 @@ func (r *reader) varint() int64 {
 		r.err = errf(ErrMalformed, "varint overflow at byte %d", r.off)
 	default:
 		r.off += n
-		if v > 1<<62 || v < -(1<<62) {
-			r.err = errf(ErrMalformed, "offset delta out of range at byte %d", r.off)
-		}
+		return true
 	}
-	return v
+	return false
 }
 
 func uvarintLen(v uint64) int {
