@@ -2,18 +2,16 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/gateway"
-	"github.com/aep-gateway/aep-gateway/partitioning"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // testGateway is a real gateway on a kfake cluster, served over a real
@@ -29,34 +27,11 @@ const devTopic = "aep.default.events"
 
 func newTestGateway(t testing.TB) *testGateway {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)},
-		gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(cl), partitioning.Naming{},
-		partitioning.TopicConfig{Partitions: 4, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := gateway.New(gateway.Config{Logger: zerolog.New(io.Discard), WriteTimeout: 10 * time.Second},
-		gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		_ = srv.Shutdown(context.Background())
-	})
-	return &testGateway{t: t, cluster: cluster, client: cl, url: hs.URL}
+	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 4, Config: func(c *gateway.Config) { c.WriteTimeout = 10 * time.Second }})
+	st.Server.Start()
+	hs := httptest.NewServer(st.Server.Handler())
+	t.Cleanup(hs.Close)
+	return &testGateway{t: t, cluster: st.Cluster, client: st.Client, url: hs.URL}
 }
 
 // records sums a topic's end offsets: how many records it holds.
