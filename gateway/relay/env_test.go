@@ -14,15 +14,14 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/delivery"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/relay"
-	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // waitFor bounds how long a test waits for something that should happen;
@@ -50,30 +49,8 @@ func newEnv(t testing.TB, mutate func(*relay.Config)) *env {
 // newEnvGW is newEnv with the gateway's configuration changed by gw.
 func newEnvGW(t testing.TB, mutate func(*relay.Config), gw func(*gateway.Config)) *env {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Close)
-	seeds := kgo.SeedBrokers(cluster.ListenAddrs()...)
-	cl, err := kgo.NewClient(append([]kgo.Opt{seeds}, gateway.NewProducerOpts(gateway.DefaultLimits.MaxEventBytes, 5*time.Second)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	prov, err := partitioning.NewProvisioner(adm, partitioning.Naming{}, partitioning.TopicConfig{Partitions: 4, ReplicationFactor: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gcfg := gateway.Config{Logger: zerolog.New(io.Discard)}
-	if gw != nil {
-		gw(&gcfg)
-	}
-	srv, err := gateway.New(gcfg, gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: cl}, Pinger: cl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 4, Config: gw})
+	seeds, cl, adm, prov, srv := st.Seeds, st.Client, st.Admin, st.Provisioner, st.Server
 	srv.Start()
 	fast := kgo.FetchMaxWait(100 * time.Millisecond)
 	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov, Logger: zerolog.New(io.Discard)})
@@ -100,9 +77,8 @@ func newEnvGW(t testing.TB, mutate func(*relay.Config), gw func(*gateway.Config)
 		hs.CloseClientConnections()
 		hs.Close()
 		eng.Close()
-		_ = srv.Shutdown(context.Background())
 	})
-	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv, seeds: cluster.ListenAddrs()}
+	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv, seeds: st.Cluster.ListenAddrs()}
 }
 
 // rEvent is a valid dialect R event of session at (epoch, seq).
