@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -96,12 +97,11 @@ func (ks *KeyStore) Tenant(key string) (string, bool) {
 // Len is the number of keys held.
 func (ks *KeyStore) Len() int { return len(ks.byDigest) }
 
-type tenantKey struct{}
-
-// TenantFrom returns the authenticated tenant of a request's context.
+// TenantFrom returns the name of the authenticated tenant of a request's
+// context ("" when none); tenant.FromContext returns the Tenant itself.
 func TenantFrom(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
+	t, _ := tenant.FromContext(ctx)
+	return t.String()
 }
 
 // bearerToken returns the request's token: the Authorization bearer, or the
@@ -152,12 +152,19 @@ func (a Authenticator) Tenant(tok string) (string, bool) {
 func authenticate(auth Authenticator, unauthorized func(w http.ResponseWriter, r *http.Request)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tenant, ok := auth.Tenant(bearerToken(r))
+			name, ok := auth.Tenant(bearerToken(r))
 			if !ok {
 				unauthorized(w, r)
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+			// The one validation of the tenant name: everything below takes
+			// the Tenant as it is.
+			t, err := tenant.Parse(name)
+			if err != nil {
+				unauthorized(w, r)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(tenant.NewContext(r.Context(), t)))
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -28,7 +29,7 @@ type Limits struct {
 // DefaultLimits are the limits used for zero fields.
 var DefaultLimits = Limits{
 	MaxBodyBytes:   8 << 20,
-	MaxEventBytes:  512 << 10,
+	MaxEventBytes:  ingest.DefaultMaxEventBytes,
 	MaxBatchEvents: 1000,
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 // Mount serves h for every method at pattern (chi syntax), behind the same
@@ -30,21 +32,15 @@ func unauthorizedFor(d aep.Dialect) func(http.ResponseWriter, *http.Request) {
 }
 
 // IngestResult is the outcome of one event given to Ingest.
-type IngestResult struct {
-	// Err is the event's validation error (its dialect's code and
-	// message), or nil.
-	Err *aep.Error
-	// WriteErr is set when the event was valid but Kafka did not take it
-	// (retry with the same id).
-	WriteErr error
-	// Attrs are the event's routing attributes when it was valid.
-	Attrs     aep.Attrs
-	Partition int32
-	Offset    int64
-}
+type IngestResult = ingest.Result
 
-// Accepted reports whether the event is in the log.
-func (r *IngestResult) Accepted() bool { return r.Err == nil && r.WriteErr == nil }
+// IngestFunc is Ingest bound to dialect d, for the bindings that take an
+// ingest.Func.
+func (s *Server) IngestFunc(d aep.Dialect) ingest.Func {
+	return func(ctx context.Context, t tenant.Tenant, events [][]byte) []ingest.Result {
+		return s.Ingest(ctx, t.String(), d, events)
+	}
+}
 
 // Ingest validates and writes events of dialect d for tenant, as the HTTP
 // ingest endpoints do, for bindings that receive events another way

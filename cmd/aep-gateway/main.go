@@ -25,8 +25,9 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
-	"github.com/aep-gateway/aep-gateway/gateway/delivery"
-	"github.com/aep-gateway/aep-gateway/gateway/relay"
+	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
+	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -181,30 +182,27 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	engine, err := delivery.NewEngine(delivery.Config{ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer engine.Close()
-	tenantOf := func(r *http.Request) string { return gateway.TenantFrom(r.Context()) }
+	defer eng.Close()
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
-		delivery.NewSSEHandlerD(engine, keyring, tenantOf, delivery.SSEConfig{Logger: log}))
-	wsD := delivery.NewWSHandlerD(engine, keyring,
-		func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
-			return srv.Ingest(ctx, tenant, aep.DialectD, events)
-		}, tenantOf, delivery.WSConfigD{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
+		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Logger: log}))
+	wsD := dialectd.NewWSHandler(eng, keyring, srv.IngestFunc(aep.DialectD),
+		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
 	srv.Mount(aep.DialectD, "/aep", wsD)
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md); their
 	// streams end with the engine at shutdown start.
-	subsD := delivery.NewSubscriptionsHandlerD(engine, keyring, tenantOf,
-		delivery.SubsConfigD{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
+		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 
 	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume
 	// through the per-tenant session index (docs/relay.md).
-	rl, err := relay.New(relay.Config{
-		Engine: engine, Server: srv, ClientOpts: opts, Naming: naming, Topics: prov,
+	rl, err := dialectr.New(dialectr.Config{
+		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: opts, Naming: naming, Topics: prov,
 		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
 		MaxStreamsPerTenant: cfg.MaxStreamsPerTenant, Logger: log,
 	})
@@ -228,7 +226,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	}
 	// Streams never go idle: end them when shutdown starts, so that
 	// Shutdown only waits for in-flight ingest requests.
-	httpSrv.RegisterOnShutdown(engine.Close)
+	httpSrv.RegisterOnShutdown(eng.Close)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).

@@ -1,0 +1,35 @@
+package dialectd
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+)
+
+// deadLettered is the event.dead_lettered payload of a dead letter
+// (reliability.md): the consumer's error, or subscription_error when the
+// attempts ran out, and the original event.
+func deadLettered(dl engine.DeadLetter) aep.DDeadLettered {
+	orig := json.RawMessage(dl.Event.Record.Value)
+	if !json.Valid(orig) {
+		orig = json.RawMessage("null")
+	}
+	last := aep.DError{Code: dl.Reason.Code, Message: dl.Reason.Message}
+	if dl.Reason.Exhausted {
+		last = aep.DError{Code: aep.CodeDSubscriptionError, Message: fmt.Sprintf("not acknowledged after %d attempts", dl.Attempts)}
+	}
+	return aep.DDeadLettered{
+		OriginalEventID: dl.Event.Attrs.ID, SubscriptionID: dl.SubscriptionID, Attempts: dl.Attempts,
+		LastAttemptAt: dl.At.UTC().Format(time.RFC3339Nano), LastError: last, OriginalEvent: orig,
+	}
+}
+
+// encodeDeadLetter is the engine.DeadLetterCodec of dialect D: the record
+// in the dead-letter topic is the event.dead_lettered envelope carrying the
+// original event.
+func encodeDeadLetter(dl engine.DeadLetter) ([]byte, error) {
+	return aep.DNotice("event.dead_lettered", deadLettered(dl), dl.At)
+}

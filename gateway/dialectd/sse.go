@@ -1,0 +1,191 @@
+package dialectd
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
+)
+
+// Dialect D delivery modes (seed 001).
+const (
+	ModeBestEffort  = "best_effort"
+	ModeAtLeastOnce = "at_least_once"
+	ModeReplayable  = "replayable"
+)
+
+// SSEConfig configures the dialect D SSE handler. Zero fields mean the
+// documented defaults.
+type SSEConfig struct {
+	// Heartbeat is the idle time after which a ": heartbeat" comment is
+	// sent. Zero means 15s.
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write to the client. Zero means 10s.
+	WriteTimeout time.Duration
+	// Queue is each stream's queue length. Zero means the Engine's.
+	Queue int
+	// Batch is how many queued events one write carries at most before a
+	// flush. Zero means 64.
+	Batch  int
+	Logger zerolog.Logger
+}
+
+type sseHandler struct {
+	e   *engine.Engine
+	kr  *cursor.Keyring
+	cfg SSEConfig
+}
+
+// NewSSEHandler returns the dialect D event stream, GET /aep/events
+// (transport-sse.md): the filter comes from the query (filtering.ParseDQuery),
+// delivery_mode is best_effort (default) or replayable, and from_cursor or
+// Last-Event-ID (which wins: it is the browser's reconnect) resumes from a
+// cursor signed by kr. tenant names the authenticated tenant of a request.
+func NewSSEHandler(e *engine.Engine, kr *cursor.Keyring, cfg SSEConfig) http.Handler {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 64
+	}
+	return &sseHandler{e: e, kr: kr, cfg: cfg}
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string, retryable bool, details map[string]string) {
+	transport.WriteJSON(w, status, aep.DErrorBody{Error: aep.DError{Code: code, Message: msg, Retryable: retryable, Details: details}})
+}
+
+// rejectionOf is the subscription_rejected message and details of a filter
+// that did not parse: a filtering.Error's message and field, or err's text.
+func rejectionOf(err error) (string, map[string]string) {
+	var fe *filtering.Error
+	if !errors.As(err, &fe) {
+		return err.Error(), nil
+	}
+	if fe.Field == "" {
+		return fe.Message, nil
+	}
+	return fe.Message, map[string]string{"field": fe.Field}
+}
+
+func reject(w http.ResponseWriter, msg string, details map[string]string) {
+	writeErr(w, http.StatusBadRequest, aep.CodeDSubscriptionRejected, msg, false, details)
+}
+
+// streamState is the state of one open stream.
+type streamState struct {
+	tenant   tenant.Tenant
+	mode     string
+	state    cursor.TopicState
+	frontier []cursor.PartitionOffset // one per partition, sorted
+	from     string                   // the cursor resumed from, "" when live
+	gaps     []cursor.Gap
+}
+
+func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !transport.CanStream(w) {
+		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "streaming is not supported on this connection", false, nil)
+		return
+	}
+	f, err := filtering.ParseDQuery(r.URL.Query())
+	if err != nil {
+		msg, det := rejectionOf(err)
+		reject(w, msg, det)
+		return
+	}
+	st := &streamState{tenant: requestTenant(r), mode: f.DeliveryMode(), from: f.FromCursor()}
+	switch st.mode {
+	case "":
+		st.mode = ModeBestEffort
+		if st.from != "" {
+			st.mode = ModeReplayable
+		}
+	case ModeAtLeastOnce:
+		reject(w, "delivery_mode at_least_once needs acknowledgements: create a durable subscription (POST /aep/subscriptions) and stream it", map[string]string{"field": "delivery_mode"})
+		return
+	case ModeBestEffort:
+		if st.from != "" {
+			reject(w, "from_cursor requires delivery_mode replayable", map[string]string{"field": "from_cursor"})
+			return
+		}
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		st.from = id
+	}
+	ctx := r.Context()
+	if st.state, err = h.e.State(ctx, st.tenant); err != nil {
+		h.cfg.Logger.Warn().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: topic state")
+		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the event log is not available", true, nil)
+		return
+	}
+	req := engine.Request{Tenant: st.tenant, Filter: f, Queue: h.cfg.Queue, Lossless: st.mode == ModeReplayable}
+	if st.from != "" {
+		c, err := h.kr.Decode(st.tenant.String(), st.from)
+		if err != nil {
+			det := map[string]string{"field": "from_cursor"}
+			var ce *cursor.Error
+			if errors.As(err, &ce) {
+				det["cursor_error"] = string(ce.Code)
+			}
+			reject(w, "the cursor cannot be used: "+err.Error(), det)
+			return
+		}
+		var start []cursor.PartitionOffset
+		start, st.gaps = st.state.Check(c)
+		req.From, req.Sequence = st.fullFrontier(start), c.Sequence
+	}
+	sub, err := h.e.Subscribe(ctx, req)
+	if err != nil {
+		h.cfg.Logger.Warn().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: subscribe")
+		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the subscription could not start", true, nil)
+		return
+	}
+	defer sub.Close()
+	if req.From == nil {
+		st.frontier = st.fullFrontier(sub.Start())
+	} else {
+		st.frontier = req.From
+	}
+	transport.StartSSE(w)
+	h.stream(w, r, sub, st)
+}
+
+// fullFrontier returns one entry per partition of the topic, sorted: the
+// offsets of given, and the high watermark for partitions it does not name.
+func (st *streamState) fullFrontier(given []cursor.PartitionOffset) []cursor.PartitionOffset {
+	out := make([]cursor.PartitionOffset, st.state.Partitions)
+	for p := range out {
+		out[p] = cursor.PartitionOffset{Partition: int32(p), Offset: st.state.End[p]}
+	}
+	for _, po := range given {
+		if po.Partition >= 0 && int(po.Partition) < len(out) {
+			out[po.Partition].Offset = po.Offset
+		}
+	}
+	return out
+}
+
+// cursorAt encodes the stream's position after the delivery with seq.
+func (h *sseHandler) cursorAt(st *streamState, seq uint64) (string, error) {
+	return h.kr.Encode(st.tenant.String(), cursor.Cursor{
+		Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier,
+	})
+}
+
+// requestTenant is the authenticated tenant of r; the zero Tenant when the
+// handler is not mounted behind authentication.
+func requestTenant(r *http.Request) tenant.Tenant {
+	t, _ := tenant.FromContext(r.Context())
+	return t
+}

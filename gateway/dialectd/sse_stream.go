@@ -1,0 +1,84 @@
+package dialectd
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
+)
+
+// stream writes the subscription's deliveries as SSE messages until the
+// client leaves, a write fails, or the subscription ends.
+func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, st *streamState) {
+	cfg := transport.SSEConfig{Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch}
+	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
+	if err := transport.ServeSSE(w, r, cfg, sub.C(), appendMsg, nil); err != nil {
+		h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
+	}
+}
+
+// appendMessage appends the SSE message of one delivery to buf.
+func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Delivery) ([]byte, error) {
+	if d.CaughtUp && d.Fallback {
+		st.advance(d.Frontier)
+		return buf, nil // the stream went on without loss: nothing to tell
+	}
+	if d.CaughtUp {
+		return h.appendReplayed(buf, st, d)
+	}
+	p := d.Partition()
+	if int(p) < len(st.frontier) {
+		st.frontier[p].Offset = d.Offset() + 1
+	}
+	cur, err := h.cursorAt(st, d.Sequence)
+	if err != nil {
+		return buf, err
+	}
+	buf = append(buf, "id: "...)
+	buf = append(buf, cur...)
+	buf = append(buf, "\nevent: "...)
+	buf = append(buf, d.Event.Attrs.Type...)
+	buf = append(buf, "\ndata: "...)
+	var ok bool
+	if buf, ok = appendData(buf, d.Event.Record.Value, st.mode, d.Sequence, cur); !ok {
+		return buf, errors.New("stored event is not a JSON object at offset " + strconv.FormatInt(d.Offset(), 10))
+	}
+	return append(buf, "\n\n"...), nil
+}
+
+// advance moves the stream's frontier to a handover position where it is
+// ahead.
+func (st *streamState) advance(frontier []cursor.PartitionOffset) {
+	for _, po := range frontier {
+		if int(po.Partition) < len(st.frontier) && po.Offset > st.frontier[po.Partition].Offset {
+			st.frontier[po.Partition].Offset = po.Offset
+		}
+	}
+}
+
+// appendReplayed appends event.replayed after a catch-up.
+func (h *sseHandler) appendReplayed(buf []byte, st *streamState, d engine.Delivery) ([]byte, error) {
+	st.advance(d.Frontier)
+	cur, err := h.cursorAt(st, d.Sequence)
+	if err != nil {
+		return buf, err
+	}
+	p := aep.DReplayed{FromCursor: st.from, ToCursor: cur, EventsReplayed: d.Replayed}
+	for _, g := range st.gaps {
+		p.Gaps = append(p.Gaps, aep.DGap{Partition: g.Partition, Requested: g.Requested, RestartAt: g.RestartAt, Reason: g.Reason.String()})
+	}
+	ev, err := aep.DNotice("event.replayed", p, time.Now())
+	if err != nil {
+		return buf, err
+	}
+	buf = append(buf, "id: "...)
+	buf = append(buf, cur...)
+	buf = append(buf, "\nevent: event.replayed\ndata: "...)
+	buf = append(buf, ev...)
+	return append(buf, "\n\n"...), nil
+}

@@ -1,0 +1,218 @@
+package dialectd
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+)
+
+// WSSubprotocol is the WebSocket subprotocol of dialect D 0.1
+// (transport-websocket.md Subprotocol).
+const WSSubprotocol = "aep-0.1"
+
+// WSConfig configures the dialect D WebSocket binding. Zero fields mean the
+// documented defaults.
+type WSConfig struct {
+	// MaxMessageBytes bounds one received message; a bigger one closes the
+	// connection with 1009. It is announced as max_payload_size. Zero
+	// means ingest.DefaultMaxEventBytes.
+	MaxMessageBytes int
+	// Heartbeat is the WebSocket ping interval, announced as
+	// heartbeat_interval_ms; a peer that has not answered a ping within
+	// 3 intervals is closed with 1001. Zero means 30s; negative disables
+	// pings (announced as 0).
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write to the client; a write that times out
+	// ends the connection. Zero means 10s.
+	WriteTimeout time.Duration
+	// SetupTimeout bounds the work to create one subscription (topic state,
+	// Kafka offsets). Zero means 10s.
+	SetupTimeout time.Duration
+	// Outbound is the length of each connection's outbound queue, in
+	// messages. Zero means 256.
+	Outbound int
+	// Queue is each subscription's queue length. Zero means the Engine's.
+	Queue int
+	// MaxSubscriptions bounds the live subscriptions of one connection.
+	// Zero means 32.
+	MaxSubscriptions int
+	// Source is the source of the envelopes the gateway generates. Empty
+	// means "gateway:aep-gateway".
+	Source string
+	// AckPolicy is the redelivery policy of at_least_once subscriptions
+	// (zero fields: D reliability.md defaults, ack timeout 30s).
+	AckPolicy engine.AckPolicy
+	// OriginPatterns authorizes cross-origin browsers (coder/websocket
+	// AcceptOptions.OriginPatterns); the request host is always allowed.
+	OriginPatterns []string
+	// Limits are the envelope limits control events are checked with.
+	// Zero fields mean aep's defaults.
+	Limits aep.Limits
+	Logger zerolog.Logger
+}
+
+func (c *WSConfig) withDefaults() {
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = ingest.DefaultMaxEventBytes
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.SetupTimeout <= 0 {
+		c.SetupTimeout = 10 * time.Second
+	}
+	if c.Outbound <= 0 {
+		c.Outbound = 256
+	}
+	if c.MaxSubscriptions <= 0 {
+		c.MaxSubscriptions = 32
+	}
+	if c.Source == "" {
+		c.Source = "gateway:aep-gateway"
+	}
+	c.Limits = c.Limits.WithDefaults()
+}
+
+// WSHandler is the dialect D WebSocket binding (GET /aep,
+// transport-websocket.md). It is an http.Handler; Shutdown closes its
+// connections.
+type WSHandler struct {
+	e      *engine.Engine
+	kr     *cursor.Keyring
+	ingest ingest.Func
+	cfg    WSConfig
+	sse    *sseHandler // for the cursor helpers shared with the SSE stream
+
+	mu     sync.Mutex
+	conns  map[*wsConn]struct{} // guarded by mu
+	closed bool                 // guarded by mu
+	wg     sync.WaitGroup       // one per open connection
+}
+
+// NewWSHandler returns the dialect D WebSocket binding. Subscriptions read
+// from e; cursors are signed and checked with kr (the same cursors as the SSE
+// stream's); events the client publishes go to ingest. The tenant is the
+// request context's (tenant.FromContext), as authentication put it.
+func NewWSHandler(e *engine.Engine, kr *cursor.Keyring, ingest ingest.Func, cfg WSConfig) *WSHandler {
+	cfg.withDefaults()
+	return &WSHandler{
+		e: e, kr: kr, ingest: ingest, cfg: cfg,
+		sse:   &sseHandler{e: e, kr: kr},
+		conns: map[*wsConn]struct{}{},
+	}
+}
+
+var _ http.Handler = (*WSHandler)(nil)
+
+// ServeHTTP upgrades the request and serves the connection until it closes.
+// A handshake that does not offer the aep-0.1 subprotocol is refused with
+// 400 and dialect D's protocol_error before the upgrade.
+func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !wsOffersSubprotocol(r.Header, WSSubprotocol) {
+		writeErr(w, http.StatusBadRequest, aep.CodeDProtocolError,
+			"the WebSocket handshake must offer the subprotocol "+WSSubprotocol, false,
+			map[string]string{"header": "Sec-WebSocket-Protocol"})
+		return
+	}
+	tn := requestTenant(r)
+	if tn.IsZero() { // not mounted behind authentication
+		writeErr(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "no authenticated tenant", false, nil)
+		return
+	}
+	if !h.track(1) {
+		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the gateway is shutting down", true, nil)
+		return
+	}
+	defer h.wg.Done()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:   []string{WSSubprotocol},
+		OriginPatterns: h.cfg.OriginPatterns,
+	})
+	if err != nil {
+		return // Accept wrote the response
+	}
+	ws.SetReadLimit(int64(h.cfg.MaxMessageBytes))
+	c := newWSConn(h, ws, tn)
+	if !h.register(c) {
+		_ = ws.Close(websocket.StatusGoingAway, "shutting down")
+		return
+	}
+	defer h.unregister(c)
+	c.serve()
+}
+
+// track adds n to the open connection count unless the handler is shut down.
+func (h *WSHandler) track(n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(n)
+	return true
+}
+
+func (h *WSHandler) register(c *wsConn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.conns[c] = struct{}{}
+	return true
+}
+
+func (h *WSHandler) unregister(c *wsConn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.conns, c)
+}
+
+// Shutdown refuses new connections, closes every open one with 1001 (going
+// away) and waits for them to end, or for ctx. It is idempotent and returns
+// ctx.Err() when ctx ended first.
+func (h *WSHandler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	for c := range h.conns {
+		c.goAway()
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// wsOffersSubprotocol reports whether the handshake's Sec-WebSocket-Protocol
+// headers list proto.
+func wsOffersSubprotocol(h http.Header, proto string) bool {
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(tok) == proto {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,164 @@
+package dialectd
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// wsCapabilities is the capabilities object of session.ready and
+// capabilities.declared (session.md; reliability.md Durability Guarantees).
+type wsCapabilities struct {
+	Protocol            string   `json:"protocol"`
+	AEPVersion          string   `json:"aep_version"`
+	Transports          []string `json:"transports"`
+	DeliveryModes       []string `json:"delivery_modes"`
+	Features            []string `json:"features"`
+	MaxPayloadSize      int      `json:"max_payload_size"`
+	HeartbeatIntervalMS int64    `json:"heartbeat_interval_ms"`
+	Delivery            struct {
+		Modes             []string `json:"modes"`
+		DeadLetterSupport bool     `json:"dead_letter_support"`
+	} `json:"delivery"`
+}
+
+type wsSessionReady struct {
+	SessionID    string         `json:"session_id"`
+	Capabilities wsCapabilities `json:"capabilities"`
+}
+
+type wsSessionOpened struct {
+	SessionID string `json:"session_id"`
+	Version   string `json:"version"`
+}
+
+func (h *WSHandler) capabilities() wsCapabilities {
+	c := wsCapabilities{
+		Protocol: "aep", AEPVersion: "0.1",
+		Transports:     []string{"websocket", "sse"},
+		DeliveryModes:  []string{ModeBestEffort, ModeAtLeastOnce, ModeReplayable},
+		Features:       []string{"envelope", "subscription", "error_model", "cursor_replay", "publish"},
+		MaxPayloadSize: h.cfg.MaxMessageBytes,
+	}
+	if h.cfg.Heartbeat > 0 {
+		c.HeartbeatIntervalMS = h.cfg.Heartbeat.Milliseconds()
+	}
+	c.Delivery.Modes = c.DeliveryModes
+	c.Delivery.DeadLetterSupport = true
+	return c
+}
+
+// handle dispatches one received message; false ends the read loop (the
+// close frame is queued).
+func (c *wsConn) handle(raw []byte) bool {
+	attrs, err := aep.ParseAs(aep.DialectD, raw, c.h.cfg.Limits)
+	if err != nil {
+		ae := aep.AsError(err)
+		if !c.ready {
+			c.fail(wsCodeProtocol, "the first event must be a valid session.opened envelope: "+ae.Message, websocket.StatusProtocolError)
+			return false
+		}
+		return c.reply("event.rejected", "", wsEventRejected{Error: wsAEPError(ae)})
+	}
+	switch attrs.Type {
+	case "session.opened":
+		return c.open(&attrs, raw)
+	case "capabilities.requested":
+		return c.reply("capabilities.declared", attrs.ID, c.h.capabilities())
+	}
+	if !c.ready {
+		c.fail(wsCodeProtocol, "the first event must be session.opened, not "+attrs.Type, websocket.StatusProtocolError)
+		return false
+	}
+	switch attrs.Type {
+	case "session.heartbeat":
+		return true
+	case "session.closed":
+		c.closeWith(websocket.StatusNormalClosure, "normal")
+		return false
+	case "subscription.requested":
+		return c.subscribe(&attrs, wsPayload(raw))
+	case "subscription.cancelled":
+		return c.unsubscribe(&attrs, wsPayload(raw))
+	case "event.acknowledged":
+		c.acks++
+		c.settle(wsPayload(raw), false)
+		return true
+	case "event.rejected":
+		c.nacks++
+		c.settle(wsPayload(raw), true)
+		return true
+	}
+	if strings.HasPrefix(attrs.Type, "session.") || strings.HasPrefix(attrs.Type, "subscription.") {
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{
+			AcknowledgedEventID: attrs.ID,
+			Error:               wsErr(wsCodeProtocol, attrs.Type+" is not accepted from a client", false),
+		})
+	}
+	return c.publish(&attrs, raw)
+}
+
+// open handles session.opened: the first one answers session.ready, a later
+// one is refused.
+func (c *wsConn) open(attrs *aep.Attrs, raw []byte) bool {
+	if c.ready {
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{
+			AcknowledgedEventID: attrs.ID, Error: wsErr(wsCodeProtocol, "the session is already open", false),
+		})
+	}
+	var p wsSessionOpened
+	if err := json.Unmarshal(wsPayload(raw), &p); err != nil || p.SessionID == "" || p.Version == "" {
+		c.fail(wsCodeProtocol, "session.opened needs a payload with session_id and version", websocket.StatusProtocolError)
+		return false
+	}
+	c.sessionID, c.peer = p.SessionID, attrs.Source
+	if p.Version != "0.1" {
+		c.fail(aep.CodeDUnsupportedVersion, "unsupported version "+p.Version+"; this gateway speaks 0.1", websocket.StatusProtocolError)
+		return false
+	}
+	if !c.reply("session.ready", attrs.ID, wsSessionReady{SessionID: c.sessionID, Capabilities: c.h.capabilities()}) {
+		return false
+	}
+	c.ready = true
+	if every := c.h.cfg.Heartbeat; every > 0 {
+		c.workers.Add(1)
+		go c.pinger(every)
+	}
+	return true
+}
+
+// publish writes an event the client emits through ingest and answers
+// event.acknowledged when it is in the log, event.rejected otherwise.
+func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
+	res := c.h.ingest(c.ctx, c.tenant, [][]byte{raw})
+	if len(res) != 1 {
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{
+			AcknowledgedEventID: attrs.ID, Error: wsErr(wsCodeInternal, "the event could not be written", true),
+		})
+	}
+	r := &res[0]
+	switch {
+	case r.Accepted():
+		c.published++
+		return c.reply("event.acknowledged", attrs.ID, wsEventAck{AcknowledgedEventID: attrs.ID})
+	case r.Err != nil:
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: wsAEPError(r.Err)})
+	default:
+		c.log.Warn().Err(r.WriteErr).Msg("dialectd: websocket publish")
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{
+			AcknowledgedEventID: attrs.ID, Error: wsErr(wsCodeInternal, "the event log did not take the event; retry with the same id", true),
+		})
+	}
+}
+
+// wsAEPError converts a validation error to the error object.
+func wsAEPError(e *aep.Error) aep.DError {
+	out := wsErr(e.Code, e.Message, e.Retryable)
+	if e.Field != "" {
+		out.Details = map[string]string{"field": e.Field}
+	}
+	return out
+}

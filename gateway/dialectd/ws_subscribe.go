@@ -1,0 +1,309 @@
+package dialectd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+)
+
+// wsSub is one live subscription of a connection.
+type wsSub struct {
+	id        string
+	e         *engine.Engine
+	sub       *engine.Subscription  // best_effort, replayable
+	dur       *engine.DurableStream // at_least_once
+	group     string                // dur's consumer group, deleted when it ends
+	st        *streamState
+	requested string      // the delivery_mode asked for
+	cancelled atomic.Bool // set by the reader before it closes sub
+	done      chan struct{}
+}
+
+type wsSubCreated struct {
+	SubscriptionID string          `json:"subscription_id"`
+	Filter         json.RawMessage `json:"filter"`
+	CreatedAt      string          `json:"created_at"`
+	ExpiresAt      *string         `json:"expires_at"`
+	DeliveryMode   string          `json:"delivery_mode"`
+	// RequestedDeliveryMode is set when the effective mode differs.
+	RequestedDeliveryMode string `json:"requested_delivery_mode,omitempty"`
+	Note                  string `json:"note,omitempty"`
+	// Cursor is the position the subscription starts at.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+type wsSubRejected struct {
+	SubscriptionID string          `json:"subscription_id,omitempty"`
+	Filter         json.RawMessage `json:"filter"`
+	Error          aep.DError      `json:"error"`
+}
+
+// wsReplayed is event.replayed with the subscription it is about.
+type wsReplayed struct {
+	aep.DReplayed
+	SubscriptionID string `json:"subscription_id"`
+}
+
+// wsSubReject is why a subscription cannot be created.
+type wsSubReject struct {
+	msg       string
+	details   map[string]string
+	retryable bool
+}
+
+// subscribe handles subscription.requested.
+func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
+	c.nextSub++
+	id := fmt.Sprintf("sub_%04d", c.nextSub)
+	s, created, rej := c.startSub(id, payload)
+	if rej != nil {
+		filter := json.RawMessage(`{}`)
+		if p := bytes.TrimSpace(payload); len(p) > 0 && p[0] == '{' {
+			filter = payload
+		}
+		e := wsErr(aep.CodeDSubscriptionRejected, rej.msg, rej.retryable)
+		e.Details = rej.details
+		return c.reply("subscription.rejected", attrs.ID, wsSubRejected{SubscriptionID: id, Filter: filter, Error: e})
+	}
+	c.subsMu.Lock()
+	c.subs[id] = s
+	c.subsMu.Unlock()
+	// Queued before the pump starts, so it precedes every delivery.
+	ok := c.reply("subscription.created", attrs.ID, created)
+	c.workers.Add(1)
+	go c.pump(s)
+	return ok
+}
+
+// startSub validates the filter and starts the engine subscription.
+func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCreated, *wsSubReject) {
+	c.subsMu.Lock()
+	n := len(c.subs)
+	c.subsMu.Unlock()
+	if n >= c.h.cfg.MaxSubscriptions {
+		return nil, nil, &wsSubReject{msg: fmt.Sprintf("too many subscriptions on this connection (at most %d); cancel one first", c.h.cfg.MaxSubscriptions)}
+	}
+	if len(payload) == 0 {
+		payload = json.RawMessage(`null`)
+	}
+	f, err := filtering.ParseD(payload)
+	if err != nil {
+		msg, details := rejectionOf(err)
+		return nil, nil, &wsSubReject{msg: msg, details: details}
+	}
+	st := &streamState{tenant: c.tenant, from: f.FromCursor()}
+	requested := f.DeliveryMode()
+	switch requested {
+	case "":
+		st.mode = ModeBestEffort
+		if st.from != "" {
+			st.mode = ModeReplayable
+		}
+	case ModeBestEffort:
+		if st.from != "" {
+			return nil, nil, &wsSubReject{msg: "from_cursor requires delivery_mode replayable", details: map[string]string{"field": "from_cursor"}}
+		}
+		st.mode = ModeBestEffort
+	case ModeAtLeastOnce:
+		st.mode = ModeAtLeastOnce
+	default:
+		st.mode = ModeReplayable
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout)
+	defer cancel()
+	if st.state, err = c.h.e.State(ctx, c.tenant); err != nil {
+		c.log.Warn().Err(err).Msg("dialectd: websocket topic state")
+		return nil, nil, &wsSubReject{msg: "the event log is not available", retryable: true}
+	}
+	req := engine.Request{Tenant: c.tenant, Filter: f, Queue: c.h.cfg.Queue, Lossless: st.mode == ModeReplayable}
+	if st.from != "" {
+		cur, err := c.h.kr.Decode(c.tenant.String(), st.from)
+		if err != nil {
+			det := map[string]string{"field": "from_cursor"}
+			var ce *cursor.Error
+			if errors.As(err, &ce) {
+				det["cursor_error"] = string(ce.Code)
+			}
+			return nil, nil, &wsSubReject{msg: "the cursor cannot be used: " + err.Error(), details: det}
+		}
+		var start []cursor.PartitionOffset
+		start, st.gaps = st.state.Check(cur)
+		req.From, req.Sequence = st.fullFrontier(start), cur.Sequence
+	}
+	if st.mode == ModeAtLeastOnce {
+		return c.startAckSub(ctx, id, f, st, req.From, req.Sequence)
+	}
+	sub, err := c.h.e.Subscribe(ctx, req)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("dialectd: websocket subscribe")
+		return nil, nil, &wsSubReject{msg: "the subscription could not start", retryable: true}
+	}
+	if req.From == nil {
+		st.frontier = st.fullFrontier(sub.Start())
+	} else {
+		st.frontier = req.From
+	}
+	s := &wsSub{id: id, sub: sub, st: st, requested: requested, done: make(chan struct{})}
+	created := &wsSubCreated{
+		SubscriptionID: id, Filter: json.RawMessage(f.String()),
+		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), DeliveryMode: st.mode,
+	}
+	if requested != "" && requested != st.mode {
+		created.RequestedDeliveryMode = requested
+		created.Note = "acknowledgements are not tracked yet: delivery is lossless with cursors; resume from the cursor of the last event you processed"
+	}
+	if cur, err := c.h.sse.cursorAt(st, req.Sequence); err == nil {
+		created.Cursor = cur
+	}
+	return s, created, nil
+}
+
+// unsubscribe handles subscription.cancelled: it stops the subscription,
+// waits until nothing more of it can be queued, then confirms.
+func (c *wsConn) unsubscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
+	var p struct {
+		SubscriptionID string `json:"subscription_id"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	s := c.takeSub(p.SubscriptionID)
+	if s == nil {
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{
+			AcknowledgedEventID: attrs.ID,
+			Error:               wsErr(aep.CodeDSubscriptionError, "no live subscription "+strconv.Quote(p.SubscriptionID)+" in this session", false),
+		})
+	}
+	c.stopSub(s)
+	return c.reply("subscription.cancelled", attrs.ID, aep.DSubscriptionEnded{SubscriptionID: s.id, Reason: "cancelled"})
+}
+
+// takeSub removes and returns the live subscription id, or nil. Whoever
+// takes a subscription ends it.
+func (c *wsConn) takeSub(id string) *wsSub {
+	c.subsMu.Lock()
+	defer c.subsMu.Unlock()
+	s := c.subs[id]
+	delete(c.subs, id)
+	return s
+}
+
+// stopSub ends a taken subscription and waits for its pump.
+func (c *wsConn) stopSub(s *wsSub) {
+	s.cancelled.Store(true)
+	s.close()
+	<-s.done
+}
+
+// endSubs ends every live subscription (the session is over).
+func (c *wsConn) endSubs() {
+	c.subsMu.Lock()
+	subs := make([]*wsSub, 0, len(c.subs))
+	for id, s := range c.subs {
+		subs = append(subs, s)
+		delete(c.subs, id)
+	}
+	c.subsMu.Unlock()
+	for _, s := range subs {
+		s.cancelled.Store(true)
+		s.close()
+	}
+}
+
+// pump moves a subscription's deliveries to the outbound queue until the
+// subscription ends or the connection does. A subscription that ends on its
+// own (engine closed, a Kafka error, an undecodable stored event) is announced with subscription.expired.
+func (c *wsConn) pump(s *wsSub) {
+	defer c.workers.Done()
+	defer close(s.done)
+	if s.dur != nil {
+		c.pumpAck(s)
+		return
+	}
+	var last string // cursor of the last queued delivery
+	for d := range s.sub.C() {
+		if s.cancelled.Load() {
+			return
+		}
+		msg, cur, err := c.encodeDelivery(s, d)
+		if err != nil {
+			c.log.Error().Err(err).Str("subscription_id", s.id).Msg("dialectd: websocket encode")
+			break // end it visibly rather than skip an event
+
+		}
+		if msg == nil {
+			continue
+		}
+		if !c.push(msg) {
+			return
+		}
+		last = cur
+	}
+	c.ended(s, last)
+}
+
+// ended announces a subscription that ended on its own with
+// subscription.expired, unless it was cancelled or the session ended.
+func (c *wsConn) ended(s *wsSub, last string) {
+	if s.cancelled.Load() || c.takeSub(s.id) == nil {
+		return
+	}
+	s.close()
+	p := aep.DSubscriptionEnded{SubscriptionID: s.id, Cursor: last}
+	e := wsErr(aep.CodeDSubscriptionError, "the subscription ended", true)
+	switch err := s.err(); {
+	case errors.Is(err, engine.ErrClosed):
+		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
+	default:
+		p.Reason = "error"
+		if p.Cursor != "" {
+			e.Message = "the subscription ended; subscribe again with from_cursor set to the last cursor received"
+		}
+	}
+	p.Error = &e
+	if b, err := c.envelope("subscription.expired", "", p); err == nil {
+		c.push(b)
+	}
+}
+
+// encodeDelivery builds the message of one delivery and its cursor.
+func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, string, error) {
+	st := s.st
+	if d.CaughtUp && d.Fallback {
+		st.advance(d.Frontier)
+		return nil, "", nil // the stream went on without loss: nothing to tell
+	}
+	if d.CaughtUp {
+		st.advance(d.Frontier)
+		cur, err := c.h.sse.cursorAt(st, d.Sequence)
+		if err != nil {
+			return nil, "", err
+		}
+		p := wsReplayed{DReplayed: aep.DReplayed{FromCursor: st.from, ToCursor: cur, EventsReplayed: d.Replayed}, SubscriptionID: s.id}
+		for _, g := range st.gaps {
+			p.Gaps = append(p.Gaps, aep.DGap{Partition: g.Partition, Requested: g.Requested, RestartAt: g.RestartAt, Reason: g.Reason.String()})
+		}
+		b, err := c.envelope("event.replayed", "", p)
+		return b, cur, err
+	}
+	if p := d.Partition(); int(p) < len(st.frontier) {
+		st.frontier[p].Offset = d.Offset() + 1
+	}
+	cur, err := c.h.sse.cursorAt(st, d.Sequence)
+	if err != nil {
+		return nil, "", err
+	}
+	b, ok := appendData(make([]byte, 0, len(d.Event.Record.Value)+len(cur)+96), d.Event.Record.Value, st.mode, d.Sequence, cur)
+	if !ok {
+		return nil, "", fmt.Errorf("stored event is not a JSON object at partition %d offset %d", d.Partition(), d.Offset())
+	}
+	return wsStampSubscription(b, s.id), cur, nil
+}

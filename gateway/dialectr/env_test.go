@@ -1,0 +1,296 @@
+package dialectr_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+)
+
+// waitFor bounds how long a test waits for something that should happen;
+// it is a failure deadline, not a timing assertion.
+const waitFor = 30 * time.Second
+
+// env is the whole stack: kfake, the gateway's real ingest, the delivery
+// engine, and the relay's handlers mounted on the gateway, served over a
+// real socket.
+type env struct {
+	t     testing.TB
+	url   string
+	cl    *kgo.Client
+	adm   *kadm.Client
+	relay *dialectr.Relay
+	srv   *gateway.Server
+	seeds []string
+}
+
+func newEnv(t testing.TB, mutate func(*dialectr.Config)) *env {
+	t.Helper()
+	return newEnvGW(t, mutate, nil)
+}
+
+// newEnvGW is newEnv with the gateway's configuration changed by gw.
+func newEnvGW(t testing.TB, mutate func(*dialectr.Config), gw func(*gateway.Config)) *env {
+	t.Helper()
+	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 4, Config: gw})
+	seeds, cl, adm, prov, srv := st.Seeds, st.Client, st.Admin, st.Provisioner, st.Server
+	srv.Start()
+	fast := kgo.FetchMaxWait(100 * time.Millisecond)
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := dialectr.Config{
+		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov,
+		Index:  cursor.IndexerConfig{Distance: 4, Every: 3},
+		Logger: zerolog.New(io.Discard), ReplayBuffer: 1000,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	rl, err := dialectr.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Mount(aep.DialectR, "/stream", rl.Stream())
+	srv.Mount(aep.DialectR, "/socket", rl.Socket())
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		rl.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		eng.Close()
+	})
+	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv, seeds: st.Cluster.ListenAddrs()}
+}
+
+// rEvent is a valid dialect R event of session at (epoch, seq).
+func rEvent(id, session string, epoch, seq int) string {
+	return fmt.Sprintf(`{"aep":"0.1","id":%q,"type":"tool.requested","time":"2026-07-03T10:14:00.000Z","source":"aep://host-a/agent/claude-code/session/%s","agent":"claude-code","session":%q,"seq":%d,"epoch":%d,"subject":"Bash","severity":"notice","data":{"tool":{"name":"Bash"}}}`,
+		id, session, session, seq, epoch)
+}
+
+// post writes events through POST /events, the real ingest path.
+func (e *env) post(events ...string) {
+	e.t.Helper()
+	e.postAs("", events...)
+}
+
+// postAs posts with a bearer token.
+func (e *env) postAs(token string, events ...string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/events", strings.NewReader(strings.Join(events, "\n")+"\n"))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		e.t.Fatalf("ingest: %d %s", resp.StatusCode, b)
+	}
+}
+
+// sseMsg is one SSE message or comment.
+type sseMsg struct {
+	comment         string
+	event, data, id string
+	hasID           bool
+}
+
+type sseClient struct {
+	t         testing.TB
+	resp      *http.Response
+	msgs      chan sseMsg
+	cancel    context.CancelFunc
+	first     sseMsg   // the stream-open comment
+	exhausted []string // replay-exhausted comments before it
+}
+
+// getSSE opens GET /stream with the query and headers; it fails the test on
+// a status other than 200.
+func (e *env) getSSE(query url.Values, hdr map[string]string) *sseClient {
+	e.t.Helper()
+	resp, cancel := e.rawSSE(query, hdr)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		cancel()
+		e.t.Fatalf("GET /stream: %d %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		e.t.Fatalf("Content-Type %q", ct)
+	}
+	c := &sseClient{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), cancel: cancel}
+	go c.read()
+	e.t.Cleanup(c.close)
+	// The stream is subscribed once its first comment arrives.
+	c.first = c.next()
+	for strings.HasPrefix(c.first.comment, "replay-exhausted") {
+		c.exhausted = append(c.exhausted, c.first.comment)
+		c.first = c.next()
+	}
+	if c.first.comment != "stream open" {
+		e.t.Fatalf("first message %+v, want the stream-open comment", c.first)
+	}
+	return c
+}
+
+func (e *env) rawSSE(query url.Values, hdr map[string]string) (*http.Response, context.CancelFunc) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/stream?"+query.Encode(), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	return resp, func() { cancel(); resp.Body.Close() }
+}
+
+func (c *sseClient) close() { c.cancel() }
+
+func (c *sseClient) read() {
+	defer close(c.msgs)
+	sc := bufio.NewScanner(c.resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	var m sseMsg
+	empty := true
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if !empty {
+				c.msgs <- m
+			}
+			m, empty = sseMsg{}, true
+			continue
+		case strings.HasPrefix(line, ": "):
+			m.comment = line[2:]
+		case strings.HasPrefix(line, "event: "):
+			m.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			m.data = line[6:]
+		case strings.HasPrefix(line, "id: "):
+			m.id, m.hasID = line[4:], true
+		default:
+			m.comment = "UNPARSED " + line
+		}
+		empty = false
+	}
+}
+
+// next returns the next message or comment.
+func (c *sseClient) next() sseMsg {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatal("stream ended")
+		}
+		return m
+	case <-time.After(waitFor):
+		c.t.Fatal("no SSE message")
+	}
+	return sseMsg{}
+}
+
+// nextEvent returns the next event message, skipping pings.
+func (c *sseClient) nextEvent() sseMsg {
+	c.t.Helper()
+	for {
+		m := c.next()
+		if m.comment == "ping" {
+			continue
+		}
+		if m.comment != "" {
+			c.t.Fatalf("unexpected comment %q", m.comment)
+		}
+		return m
+	}
+}
+
+// record finds the stored record of an event id in the tenant topic.
+func (e *env) record(id string) *kgo.Record {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("aep.default.events"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
+			for _, h := range r.Headers {
+				if h.Key == "aep-id" && string(h.Value) == id {
+					return r
+				}
+			}
+		}
+	}
+	e.t.Fatalf("event %s not in the log", id)
+	return nil
+}
+
+// waitIndexed polls until the relay's indexer has indexed partition p below
+// offset and its resolver has read what the indexer wrote.
+func (e *env) waitIndexed(p int32, offset int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The resolver must also have read the checkpoints the indexer wrote.
+	for time.Now().Before(deadline) {
+		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
+			if ok, err := e.relay.IndexCaughtUp(context.Background(), gateway.DevTenant); err == nil && ok {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("partition %d not indexed to %d, or the resolver did not read the index", p, offset)
+}
+
+// deleteBefore deletes r's partition below r (retention, as the broker
+// would apply it).
+func (e *env) deleteBefore(r *kgo.Record) {
+	e.t.Helper()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset})
+	if _, err := e.adm.DeleteRecords(context.Background(), offs); err != nil {
+		e.t.Fatal(err)
+	}
+}

@@ -1,0 +1,126 @@
+package dialectr
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// maxSubID bounds a subscription id.
+const maxSubID = 256
+
+// handle acts on one text frame; false ends the read loop. Reader only.
+func (c *wsConn) handle(data []byte) bool {
+	// The type (and an event's id) first: an event is any JSON object
+	// whose type has a dot, whatever its other members look like.
+	var head struct {
+		Type string `json:"type"`
+		ID   any    `json:"id"`
+	}
+	err := json.Unmarshal(data, &head)
+	if err == nil && c.helloDone && strings.Contains(head.Type, ".") {
+		id, _ := head.ID.(string)
+		c.event(data, id)
+		return true
+	}
+	var f inFrame
+	if err == nil {
+		err = json.Unmarshal(data, &f)
+	}
+	if err != nil {
+		if !c.helloDone {
+			return c.refuseHello(aep.CodeRHelloRequired, "the first frame must be a hello JSON object", nil)
+		}
+		// Not a JSON object, or a frame whose members have the wrong
+		// types: there is no closed-set code for it; ignored like an
+		// unknown frame (docs/relay.md).
+		c.log.Debug().Err(err).Msg("dialectr: unparseable websocket frame ignored")
+		return true
+	}
+	if !c.helloDone {
+		if f.Type != "hello" {
+			return c.refuseHello(aep.CodeRHelloRequired, "the first frame must be hello (AEP-0003 §3.5)", nil)
+		}
+		return c.hello(&f)
+	}
+	switch f.Type {
+	case "subscribe":
+		c.subscribe(&f)
+	case "unsubscribe":
+		c.unsubscribe(&f)
+	case "ping":
+		c.send(marshal(pingFrame{Type: "pong", T: f.T}))
+	}
+	// Everything else (pong, a second hello, closing, frames of later
+	// revisions) is ignored (AEP-0003 §2).
+	return true
+}
+
+// refuseHello sends an error frame and closes. Reader only.
+func (c *wsConn) refuseHello(code, detail string, versions []string) bool {
+	c.send(marshal(errorFrame{Type: "error", Code: code, Detail: detail, Versions: versions}))
+	c.closeWith(websocket.StatusPolicyViolation, code)
+	return false
+}
+
+// hello answers the client's hello (AEP-0003 §4): exactly one version from
+// the intersection, in the client's order of preference.
+func (c *wsConn) hello(f *inFrame) bool {
+	supported := aep.SupportedVersions(aep.DialectR)
+	var chosen string
+	for _, v := range f.Versions {
+		if slices.Contains(supported, v) {
+			chosen = v
+			break
+		}
+	}
+	if chosen == "" {
+		return c.refuseHello(aep.CodeRVersionUnsupported, "no version in common; this relay speaks "+strings.Join(supported, ", "), supported)
+	}
+	switch f.Role {
+	case roleEmitter, roleConsumer, roleBoth:
+	default:
+		return c.refuseHello(aep.CodeRHelloRequired, `hello.role must be "emitter", "consumer" or "both"`, nil)
+	}
+	if f.Role != roleConsumer && (f.Identity == nil || f.Identity.Agent == "") {
+		return c.refuseHello(aep.CodeRHelloRequired, "hello.identity.agent is required for emitters (AEP-0003 §4 rule 3)", nil)
+	}
+	c.helloDone, c.role = true, f.Role
+	c.send(marshal(helloFrame{
+		Type: "hello", Versions: []string{chosen}, Role: roleBoth,
+		Identity:     map[string]string{"agent": "aep-gateway"},
+		Capabilities: c.rl.Capabilities(),
+	}))
+	c.greeted.Store(true)
+	return true
+}
+
+// event writes an emitter's event through the gateway's ingest; a refused
+// event gets an error frame naming it, the connection goes on.
+func (c *wsConn) event(data []byte, id string) {
+	if c.role == roleConsumer || c.rl.cfg.Ingest == nil {
+		c.send(marshal(errorFrame{Type: "error", Code: aep.CodeRUnauthorized, Detail: "this connection did not say hello as an emitter", Event: id}))
+		return
+	}
+	res := c.rl.cfg.Ingest(c.ctx, c.tenant, [][]byte{bytes.Clone(data)})
+	if len(res) != 1 {
+		return
+	}
+	switch r := res[0]; {
+	case r.Err != nil:
+		c.send(marshal(errorFrame{Type: "error", Code: r.Err.Code, Detail: r.Err.Message, Event: id}))
+	case r.WriteErr != nil:
+		c.log.Warn().Err(r.WriteErr).Msg("dialectr: websocket event not written")
+		c.send(marshal(errorFrame{Type: "error", Code: codeUnavailable, Detail: "the event log did not take the event; send it again with the same id", Event: id}))
+	}
+}
+
+// codeUnavailable answers an event the log could not take and a
+// subscription the log could not serve (gateway extension: AEP-0003 has
+// no code for a transient failure; docs/relay.md).
+const codeUnavailable = "unavailable"

@@ -1,0 +1,226 @@
+package dialectr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+)
+
+// wsSub is one subscription of a connection, served by its pump.
+type wsSub struct {
+	id     string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// subscribe validates a subscribe frame (AEP-0003 §6.5) and starts its
+// pump, or answers with an in-band error frame: a refused subscription
+// never closes the connection or disturbs the others. Reader only.
+func (c *wsConn) subscribe(f *inFrame) {
+	var id string
+	if err := json.Unmarshal(f.ID, &id); err != nil || id == "" || len(id) > maxSubID {
+		c.refuse("", &reqError{Code: aep.CodeRInvalidFilter, Detail: fmt.Sprintf("subscribe.id must be a non-empty string of at most %d bytes", maxSubID)})
+		return
+	}
+	if c.role == roleEmitter {
+		c.refuse(id, &reqError{Code: aep.CodeRUnauthorized, Detail: "this connection said hello as an emitter only"})
+		return
+	}
+	sp, rerr := c.subParams(f)
+	if rerr != nil {
+		c.refuse(id, rerr)
+		return
+	}
+	c.subsMu.Lock()
+	_, dup := c.subs[id]
+	n := len(c.subs)
+	c.subsMu.Unlock()
+	if dup {
+		c.refuse(id, invalid("subscription id %q is in use on this connection", id))
+		return
+	}
+	if n >= c.rl.cfg.MaxSubscriptions {
+		c.refuse(id, &reqError{Code: aep.CodeRLimitExceeded, Detail: fmt.Sprintf("at most %d subscriptions per connection", c.rl.cfg.MaxSubscriptions)})
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	s := &wsSub{id: id, cancel: cancel, done: make(chan struct{})}
+	c.subsMu.Lock()
+	c.subs[id] = s
+	c.subsMu.Unlock()
+	c.workers.Add(1)
+	go c.pump(ctx, s, sp)
+}
+
+func (c *wsConn) subParams(f *inFrame) (subParams, *reqError) {
+	var sp subParams
+	var rerr *reqError
+	filter := f.Filter
+	if string(filter) == "null" {
+		filter = nil
+	}
+	if sp.filter, rerr = c.rl.parseFilter(filter); rerr != nil {
+		return sp, rerr
+	}
+	if len(f.Capture) > 0 && string(f.Capture) != "null" {
+		var capture string
+		if err := json.Unmarshal(f.Capture, &capture); err != nil {
+			return sp, invalid("capture must be a string: none, metadata, redacted or full")
+		}
+		if sp.ceiling, rerr = parseCapture(capture); rerr != nil {
+			return sp, rerr
+		}
+	}
+	if len(f.From) > 0 && string(f.From) != "null" {
+		sp.from, sp.all, rerr = parseFrom(f.From, c.rl.cfg.MaxFrom)
+	}
+	return sp, rerr
+}
+
+func (c *wsConn) refuse(id string, e *reqError) {
+	c.send(marshal(errorFrame{Type: "error", ID: id, Code: e.Code, Detail: e.Detail}))
+}
+
+// unsubscribe stops a subscription and acknowledges; an unknown id is
+// acknowledged too (unsubscribe is idempotent). Reader only.
+func (c *wsConn) unsubscribe(f *inFrame) {
+	var id string
+	if err := json.Unmarshal(f.ID, &id); err != nil {
+		return // no id to answer with: ignored
+	}
+	c.subsMu.Lock()
+	s := c.subs[id]
+	delete(c.subs, id)
+	c.subsMu.Unlock()
+	if s != nil {
+		s.cancel()
+		<-s.done
+	}
+	c.push(outFrame{msg: marshal(idFrame{Type: "unsubscribed", ID: id}), forget: id})
+}
+
+// stopSubs stops every subscription and waits for their pumps.
+func (c *wsConn) stopSubs() {
+	c.subsMu.Lock()
+	subs := c.subs
+	c.subs = map[string]*wsSub{}
+	c.subsMu.Unlock()
+	for _, s := range subs {
+		s.cancel()
+	}
+	for _, s := range subs {
+		<-s.done
+	}
+}
+
+// forgetSub removes s from the connection's subscriptions if it is still
+// there (a pump that could not start).
+func (c *wsConn) forgetSub(s *wsSub) {
+	c.subsMu.Lock()
+	if c.subs[s.id] == s {
+		delete(c.subs, s.id)
+	}
+	c.subsMu.Unlock()
+}
+
+// pump resolves the subscription's positions, subscribes, answers
+// subscribed and any replay-exhausted frames, then moves deliveries into
+// the outbound queue until the subscription or the connection ends.
+func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
+	defer c.workers.Done()
+	defer close(s.done)
+	c.rl.startIndex(ctx, c.tenant.String())
+	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all)
+	if err != nil {
+		c.startFailed(ctx, s, err)
+		return
+	}
+	sub, err := c.rl.cfg.Engine.Subscribe(ctx, engine.Request{
+		Tenant: c.tenant, Filter: sp.filter, From: pl.from, Queue: c.rl.cfg.Queue, Lossless: true,
+	})
+	if err != nil {
+		c.startFailed(ctx, s, err)
+		return
+	}
+	defer sub.Close()
+	if !c.pushSub(ctx, outFrame{msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
+		return
+	}
+	for _, m := range pl.exhausted {
+		ef := exhaustedFrame{Type: "replay-exhausted", Sub: s.id, Session: m.Session}
+		if m.Earliest != nil {
+			ef.Earliest = &earliest{Epoch: m.Earliest.Epoch, Seq: m.Earliest.Seq}
+		}
+		if !c.pushSub(ctx, outFrame{msg: marshal(ef)}) {
+			return
+		}
+	}
+	gate := pl.gate
+	for {
+		var d engine.Delivery
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok = <-sub.C():
+		}
+		if !ok {
+			// The engine closed or the catch-up failed: the subscription
+			// cannot go on. Close so the client resumes from its positions.
+			if err := sub.Err(); errors.Is(err, engine.ErrClosed) {
+				c.closeNow(websocket.StatusGoingAway, "the relay is shutting down; resume from your positions")
+				return
+			} else if err != nil {
+				c.log.Warn().Err(err).Str("sub", s.id).Msg("dialectr: subscription ended")
+			}
+			c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
+			return
+		}
+		if d.CaughtUp {
+			gate = nil
+			continue
+		}
+		if gate != nil && !gate.admit(d.Event) {
+			continue
+		}
+		raw, err := c.rl.eventBytes(d.Event, sp.ceiling)
+		if err != nil {
+			c.log.Warn().Err(err).Int32("partition", d.Partition()).Int64("offset", d.Offset()).Msg("dialectr: event not delivered: down-level failed")
+			continue
+		}
+		f := outFrame{msg: raw, sub: s.id}
+		f.pos, f.hasPos = positionOf(&d.Event.Attrs)
+		if !c.pushSub(ctx, f) {
+			return
+		}
+	}
+}
+
+// pushSub queues f for a subscription, waiting for room; false when the
+// subscription (ctx) or the connection is ending, so that unsubscribe never
+// waits for the writer.
+func (c *wsConn) pushSub(ctx context.Context, f outFrame) bool {
+	select {
+	case c.out <- f:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// startFailed answers a subscription the log could not serve with the
+// closed-set limit-exceeded (the event log is the resource that failed).
+func (c *wsConn) startFailed(ctx context.Context, s *wsSub, err error) {
+	c.forgetSub(s)
+	if ctx.Err() != nil {
+		return // unsubscribed or connection ending
+	}
+	c.log.Error().Err(err).Str("sub", s.id).Msg("dialectr: subscription could not start")
+	c.push(outFrame{msg: marshal(errorFrame{Type: "error", ID: s.id, Code: aep.CodeRLimitExceeded, Detail: "the event log is unavailable; subscribe again later"})})
+}

@@ -1,0 +1,48 @@
+// Package engine is the gateway's dialect-neutral delivery engine: it reads
+// the tenant event topics and hands every event to the subscriptions whose
+// filter matches it. It knows records, routing attributes (aep.Attrs),
+// compiled filters and Kafka positions; it never builds a wire message: the
+// bindings (gateway/dialectd, gateway/dialectr) turn deliveries into their
+// dialect's messages and pass in what is dialect-specific (the dead-letter
+// record's encoding, DeadLetterCodec).
+//
+// Per tenant topic and node there is one shared tail reader (a tail): a
+// franz-go client that consumes every partition from the end, decodes the
+// routing headers of each record once, asks the tenant's filtering.Index which
+// subscriptions match, and offers the record (shared, never copied per
+// subscriber) to each one's bounded queue. A subscription that starts from a
+// position reads on its own catch-up client until it stands at or past the
+// tail's position on every partition, then joins the tail under the tail's
+// lock with a per-partition guard (deliver only offsets >= guard), so the seam
+// has neither a gap nor a duplicate. docs/delivery.md explains the handover.
+//
+// Slow subscribers: the tail never blocks on a queue. A lossy (best_effort)
+// subscription whose queue is full loses the event, which still consumes a
+// delivery sequence number, so the gap is visible. A lossless subscription
+// whose queue is full leaves the tail and goes back to catch-up reading from
+// the event it could not take, then joins the tail again: it loses nothing
+// and slows nobody but itself.
+//
+// At-least-once (docs/delivery-durable-d.md): a DurableStream (OpenDurable)
+// serves one durable at_least_once subscription on its own
+// client from its consumer group's committed offsets, tracks delivered
+// offsets in a cursor.AckTracker (its window bounds memory: a full partition
+// is paused), redelivers unacknowledged events after the ack timeout and
+// backoff (with the later unacknowledged events of the same session, in
+// order), dead-letters rejected and exhausted events to the tenant's
+// dead-letter topic, and commits the committable offsets with the attempts
+// of pending ones in the commit metadata. SubscriptionsHandlerD serves the
+// durable subscriptions API (/aep/subscriptions); definitions live in the
+// tenant's compacted subscriptions topic.
+//
+// Concurrency: Engine and Subscription are safe for concurrent use. Each tail
+// owns one goroutine, stopped and waited for when its last subscription
+// leaves or the Engine closes; each catch-up owns one goroutine, stopped and
+// waited for by Subscription.Close and Engine.Close. A Subscription's channel
+// has exactly one sender at a time (a catch-up or the tail) and is closed
+// exactly once, after the last sender is gone. A DurableStream owns one goroutine
+// (stopped and waited for by Close and Engine.Close) that is the only sender
+// on its channel; Ack, Reject and Stats are safe from any goroutine (they
+// take the stream's mutex and interrupt its poll). Lock order: Engine.mu,
+// tail.mu, Subscription.mu, Engine.goMu.
+package engine

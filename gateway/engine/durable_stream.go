@@ -1,0 +1,787 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// ErrExpired ends a durable stream whose subscription reached expires_at.
+var ErrExpired = errors.New("engine: subscription expired")
+
+// AckPolicy is the redelivery policy of an at_least_once subscription
+// (D reliability.md "Retry Policy"; zero fields take its defaults).
+type AckPolicy struct {
+	AckTimeout        time.Duration // default 30s
+	MaxAttempts       int           // default 3
+	Backoff           time.Duration // default 1s
+	BackoffMultiplier float64       // default 2
+	MaxBackoff        time.Duration // default 30s
+}
+
+// WithDefaults fills zero fields.
+func (p AckPolicy) WithDefaults() AckPolicy {
+	if p.AckTimeout <= 0 {
+		p.AckTimeout = 30 * time.Second
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = time.Second
+	}
+	if p.BackoffMultiplier < 1 {
+		p.BackoffMultiplier = 2
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = 30 * time.Second
+	}
+	return p
+}
+
+// Delay is the wait after attempt n (1-indexed) timed out before attempt
+// n+1: min(backoff × multiplier^(n-1), max backoff).
+func (p AckPolicy) Delay(n int) time.Duration {
+	d := float64(p.Backoff)
+	for i := 1; i < n && d < float64(p.MaxBackoff); i++ {
+		d *= p.BackoffMultiplier
+	}
+	if d > float64(p.MaxBackoff) {
+		return p.MaxBackoff
+	}
+	return time.Duration(d)
+}
+
+// DurableRequest opens the stream of a durable at_least_once subscription.
+type DurableRequest struct {
+	Tenant         tenant.Tenant
+	SubscriptionID string
+	// Group is the consumer group holding the committed offsets.
+	Group  string
+	Filter *filtering.Filter
+	Policy AckPolicy
+	// Window bounds the pending (delivered, unacknowledged) offsets per
+	// partition; zero means 1024. A full window stops reading that
+	// partition until acks free room.
+	Window int
+	// Queue is the stream's channel length; zero means the Engine's.
+	Queue int
+	// CommitInterval is how often committable offsets are committed;
+	// zero means 1s. The stream also commits when it ends.
+	CommitInterval time.Duration
+	// ExpiresAt, when set, ends the stream with ErrExpired.
+	ExpiresAt time.Time
+	// Sequence is the delivery sequence already used; the first delivery
+	// carries Sequence+1.
+	Sequence uint64
+	// DeadLetter encodes dead letters (required): the binding's dialect
+	// decides their shape.
+	DeadLetter DeadLetterCodec
+
+	clock func() time.Time // tests move time; nil means time.Now
+}
+
+// DurableKind says what a DurableDelivery is.
+type DurableKind uint8
+
+const (
+	// DurableEvent is an event: first delivery (Attempt 1) or redelivery.
+	DurableEvent DurableKind = iota
+	// DurableDeadLettered reports an event written to the dead-letter
+	// topic; Notice is the event.dead_lettered envelope.
+	DurableDeadLettered
+)
+
+// DurableDelivery is one element of a durable stream.
+type DurableDelivery struct {
+	Kind     DurableKind
+	Event    *Event
+	Attempt  int    // 1-indexed; > 1 is a redelivery
+	Sequence uint64 // DurableEvent only
+	// Notice is the dead-letter record's value, as the request's
+	// DeadLetter codec encoded it (DurableDeadLettered only).
+	Notice []byte
+	// DeadLetter is what was dead-lettered (DurableDeadLettered only).
+	DeadLetter *DeadLetter
+}
+
+// AckResult of one acknowledgement or rejection by event id.
+type AckOutcome string
+
+// Outcomes of Ack and Reject.
+const (
+	OutcomeApplied  AckOutcome = "applied"  // settled pending deliveries
+	OutcomeRejected AckOutcome = "rejected" // queued for dead-lettering
+	OutcomeUnknown  AckOutcome = "unknown"  // nothing pending under that id: duplicate, late, or never delivered
+	OutcomeClosed   AckOutcome = "closed"   // the stream has ended: send it again to the next stream
+)
+
+// DurableStats is a snapshot of a durable stream.
+type DurableStats struct {
+	Pending      int
+	Redeliveries uint64
+	DeadLettered uint64
+	Acked        uint64
+}
+
+type pending struct {
+	ev       *Event
+	attempts int
+	due      time.Time
+	hidx     int // index in the heap, -1 when not in it
+	settled  bool
+	rejected *Rejection // set by Reject or when attempts run out: dead-letter it
+}
+
+type partState struct {
+	next    int64 // next offset to process
+	blocked bool  // window full: fetching paused, records ignored
+	readEnd int64 // resume state: offsets below were read by an earlier stream
+	prior   map[int64]int
+	pending []*pending // in offset order; settled entries removed lazily
+}
+
+// DurableStream is the stream of one durable at_least_once subscription on
+// this node: it reads the topic from the committed offsets on its own
+// client (never dropping), tracks every delivered offset in a
+// cursor.AckTracker, redelivers what is not acknowledged in time,
+// dead-letters what runs out of attempts or is rejected, and commits the
+// committable offsets with the attempts of pending ones.
+type DurableStream struct {
+	e     *Engine
+	req   DurableRequest
+	topic string
+	tag   cursor.TopicTag
+	parts int32
+	ch    chan DurableDelivery
+	cl    *kgo.Client
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    atomic.Pointer[error]
+
+	mu         sync.Mutex
+	tr         *cursor.AckTracker
+	ps         []partState
+	byID       map[string][]*pending
+	due        dueHeap
+	seq        uint64
+	pollCancel context.CancelFunc
+	stats      DurableStats
+	lastCommit []string
+	ended      bool // the reader has stopped: acks are refused
+
+	closeOnce sync.Once
+}
+
+// OpenDurable starts the stream of a durable subscription from its
+// committed offsets (the group must have committed a start: see
+// CommitStart). ctx bounds the setup only.
+func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableStream, error) {
+	if req.Filter == nil || req.Group == "" || req.DeadLetter == nil || req.Tenant.IsZero() {
+		return nil, fmt.Errorf("%w: durable stream needs a tenant, a filter, a group and a dead-letter codec", ErrBadRequest)
+	}
+	req.Policy = req.Policy.WithDefaults()
+	if req.Window <= 0 {
+		req.Window = 1024
+	}
+	if req.CommitInterval <= 0 {
+		req.CommitInterval = time.Second
+	}
+	if req.clock == nil {
+		req.clock = time.Now
+	}
+	q := req.Queue
+	if q <= 0 {
+		q = e.cfg.Queue
+	}
+	if q > e.cfg.MaxQueue {
+		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.MaxQueue)
+	}
+	st, err := e.State(ctx, req.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	topic := e.cfg.Naming.Events(req.Tenant.String())
+	cur, pcs, found, err := fetchDurable(ctx, e.adm, req.Group, topic)
+	if err != nil {
+		return nil, err
+	}
+	start := make([]int64, st.Partitions)
+	copy(start, st.End) // partitions never committed start at the end
+	if found {
+		checked, gaps := st.Check(cur)
+		for _, po := range checked {
+			if po.Partition >= 0 && po.Partition < st.Partitions {
+				start[po.Partition] = po.Offset
+			}
+		}
+		for _, g := range gaps {
+			e.cfg.Logger.Warn().Str("group", req.Group).Int32("partition", g.Partition).Int64("requested", g.Requested).
+				Int64("restart_at", g.RestartAt).Str("reason", g.Reason.String()).Msg("engine: durable subscription resumes with a gap")
+		}
+	}
+	s := &DurableStream{
+		e: e, req: req, topic: topic, tag: st.ID.Tag(), parts: st.Partitions,
+		ch: make(chan DurableDelivery, q), done: make(chan struct{}),
+		tr: cursor.NewAckTracker(req.Window), ps: make([]partState, st.Partitions),
+		byID: map[string][]*pending{}, seq: req.Sequence,
+	}
+	offs := make(map[int32]kgo.Offset, len(start))
+	for p, o := range start {
+		if err := s.tr.Assign(int32(p), o); err != nil {
+			return nil, err
+		}
+		s.ps[p].next, s.ps[p].readEnd = o, o
+		if pc, ok := pcs[int32(p)]; ok && pc.Offset == o && pc.ReadEnd > o {
+			s.ps[p].readEnd, s.ps[p].prior = pc.ReadEnd, pc.Attempts
+		}
+		offs[int32(p)] = kgo.NewOffset().At(o)
+	}
+	if s.cl, err = kgo.NewClient(e.readerOpts(topic, offs)...); err != nil {
+		return nil, fmt.Errorf("engine: durable client: %w", err)
+	}
+	e.goMu.Lock()
+	if e.goClosed {
+		e.goMu.Unlock()
+		s.cl.Close()
+		return nil, ErrClosed
+	}
+	var rctx context.Context
+	rctx, s.cancel = context.WithCancel(e.ctx)
+	e.wg.Add(1)
+	e.metrics.durable.Inc()
+	e.goMu.Unlock()
+	go s.run(rctx)
+	return s, nil
+}
+
+// CommitStart commits start (one entry per partition) as group's position
+// for tenant's topic, unless the group has committed already: the position
+// a new durable subscription begins at.
+func (e *Engine) CommitStart(ctx context.Context, t tenant.Tenant, group string, st cursor.TopicState, start []cursor.PartitionOffset) error {
+	topic := e.cfg.Naming.Events(t.String())
+	_, _, found, err := fetchDurable(ctx, e.adm, group, topic)
+	if err != nil || found {
+		return err
+	}
+	pcs := make([]partCommit, 0, len(start))
+	for _, po := range start {
+		pcs = append(pcs, partCommit{Partition: po.Partition, Offset: po.Offset, ReadEnd: po.Offset})
+	}
+	return commitDurable(ctx, e.adm, group, topic, st.ID.Tag(), st.Partitions, pcs)
+}
+
+// C is the stream. It is closed when the stream ends; Err says why.
+func (s *DurableStream) C() <-chan DurableDelivery { return s.ch }
+
+// Err is nil after Close, ErrClosed when the engine closed, ErrExpired, or
+// a Kafka error.
+func (s *DurableStream) Err() error {
+	if p := s.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close stops the stream, commits what is committable with the attempts of
+// pending events, and waits. Idempotent.
+func (s *DurableStream) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.done
+	})
+}
+
+// Done is closed when the stream's reader has ended.
+func (s *DurableStream) Done() <-chan struct{} { return s.done }
+
+// Stats is a snapshot of the stream's counters.
+func (s *DurableStream) Stats() DurableStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	for p := range s.ps {
+		st.Pending += s.tr.Pending(int32(p))
+	}
+	return st
+}
+
+// Ack settles every pending delivery of the event with this id (a
+// duplicate or late ack is OutcomeUnknown and harmless).
+func (s *DurableStream) Ack(eventID string) AckOutcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return OutcomeClosed
+	}
+	list := s.byID[eventID]
+	if len(list) == 0 {
+		return OutcomeUnknown
+	}
+	delete(s.byID, eventID)
+	for _, pe := range list {
+		s.settleLocked(pe)
+		s.stats.Acked++
+	}
+	s.wakeLocked()
+	return OutcomeApplied
+}
+
+// Reject dead-letters the event with this id with the consumer's error: a
+// rejection is final.
+func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return OutcomeClosed
+	}
+	list := s.byID[eventID]
+	if len(list) == 0 {
+		return OutcomeUnknown
+	}
+	delete(s.byID, eventID)
+	now := s.req.clock()
+	for _, pe := range list {
+		pe.rejected = &Rejection{Code: code, Message: message}
+		pe.due = now
+		if pe.hidx >= 0 {
+			heap.Fix(&s.due, pe.hidx)
+		} else {
+			heap.Push(&s.due, pe)
+		}
+	}
+	s.wakeLocked()
+	return OutcomeRejected
+}
+
+// settleLocked marks pe done in the tracker and drops its timer.
+func (s *DurableStream) settleLocked(pe *pending) {
+	if pe.settled {
+		return
+	}
+	pe.settled = true
+	if pe.hidx >= 0 {
+		heap.Remove(&s.due, pe.hidx)
+	}
+	s.tr.Ack(pe.ev.Record.Partition, pe.ev.Record.Offset)
+}
+
+// wakeLocked interrupts the reader's poll so it acts on acks at once.
+func (s *DurableStream) wakeLocked() {
+	if s.pollCancel != nil {
+		s.pollCancel()
+	}
+}
+
+func (s *DurableStream) run(ctx context.Context) {
+	defer s.e.wg.Done()
+	defer close(s.done)
+	defer s.e.metrics.durable.Dec()
+	err := s.loop(ctx)
+	s.mu.Lock()
+	s.ended = true // the final commit below sees every ack applied before
+	s.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if cerr := s.commit(cctx); cerr != nil {
+		s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
+	}
+	cancel()
+	s.cl.Close()
+	if ctx.Err() != nil && err == ctx.Err() {
+		err = nil
+		if s.e.ctx.Err() != nil {
+			err = ErrClosed
+		}
+	}
+	if err != nil {
+		s.err.Store(&err)
+	}
+	close(s.ch)
+}
+
+func (s *DurableStream) loop(ctx context.Context) error {
+	lastCommit := time.Now()
+	var out []DurableDelivery
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now := s.req.clock()
+		if !s.req.ExpiresAt.IsZero() && !now.Before(s.req.ExpiresAt) {
+			return ErrExpired
+		}
+		out = s.fire(ctx, now, out[:0])
+		if err := s.send(ctx, out); err != nil {
+			return err
+		}
+		if now.Sub(lastCommit) >= s.req.CommitInterval {
+			if err := s.commit(ctx); err != nil && ctx.Err() == nil {
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: commit")
+			}
+			lastCommit = now
+		}
+		pctx, wait := s.pollContext(ctx, now)
+		fs := s.cl.PollFetches(pctx)
+		wait()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if fs.IsClientClosed() {
+			return ErrClosed
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: durable fetch")
+			}
+		})
+		out = s.read(fs, s.req.clock(), out[:0])
+		if err := s.send(ctx, out); err != nil {
+			return err
+		}
+	}
+}
+
+// pollContext bounds the next poll by the next timer (at most 250ms) and
+// lets Ack and Reject interrupt it; it also resumes partitions whose window
+// has room again.
+func (s *DurableStream) pollContext(ctx context.Context, now time.Time) (context.Context, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait := 250 * time.Millisecond
+	if len(s.due) > 0 {
+		if d := s.due[0].due.Sub(now); d < wait {
+			wait = max(d, 0)
+		}
+	}
+	var resume map[string]map[int32]kgo.EpochOffset
+	for p := range s.ps {
+		if ps := &s.ps[p]; ps.blocked && s.tr.Room(int32(p)) > 0 {
+			ps.blocked = false
+			if resume == nil {
+				resume = map[string]map[int32]kgo.EpochOffset{s.topic: {}}
+			}
+			resume[s.topic][int32(p)] = kgo.EpochOffset{Epoch: -1, Offset: ps.next}
+		}
+	}
+	if resume != nil {
+		s.cl.SetOffsets(resume)
+		parts := make([]int32, 0, len(resume[s.topic]))
+		for p := range resume[s.topic] {
+			parts = append(parts, p)
+		}
+		s.cl.ResumeFetchPartitions(map[string][]int32{s.topic: parts})
+	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	s.pollCancel = cancel
+	return pctx, func() {
+		s.mu.Lock()
+		s.pollCancel = nil
+		s.mu.Unlock()
+		cancel()
+	}
+}
+
+// read processes fetched records: filtered out ones are done at once,
+// matching ones are delivered (or, below an earlier stream's read end,
+// redelivered with their next attempt or skipped as done).
+func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDelivery) []DurableDelivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var attrs aep.Attrs
+	for it := fs.RecordIter(); !it.Done(); {
+		r := it.Next()
+		p := r.Partition
+		if p < 0 || p >= s.parts {
+			continue
+		}
+		ps := &s.ps[p]
+		if ps.blocked || r.Offset < ps.next {
+			continue // paused (read again after SetOffsets) or seen
+		}
+		if s.tr.Room(p) <= 0 || r.Offset-ps.next >= s.tr.Room(p) {
+			ps.blocked = true
+			s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {p}})
+			continue
+		}
+		ps.next = r.Offset + 1
+		if partitioning.DecodeHeaders(r.Headers, &attrs) != nil || !s.req.Filter.Match(&attrs) {
+			_ = s.tr.Filtered(p, r.Offset) // room checked above
+			continue
+		}
+		attempts := 1
+		if r.Offset < ps.readEnd {
+			n, was := ps.prior[r.Offset]
+			if !was {
+				_ = s.tr.Filtered(p, r.Offset) // settled by an earlier stream
+				continue
+			}
+			delete(ps.prior, r.Offset)
+			attempts = n + 1
+		}
+		ev := &Event{Record: r, Attrs: attrs}
+		attrs.Ext = nil
+		_ = s.tr.Delivered(p, r.Offset)
+		pe := &pending{ev: ev, attempts: attempts, hidx: -1}
+		trimSettled(ps)
+		ps.pending = append(ps.pending, pe)
+		s.byID[ev.Attrs.ID] = append(s.byID[ev.Attrs.ID], pe)
+		if attempts > s.req.Policy.MaxAttempts {
+			// its last attempt went unacknowledged on an earlier stream
+			pe.attempts = s.req.Policy.MaxAttempts
+			pe.rejected = &Rejection{Exhausted: true}
+			pe.due = now
+			heap.Push(&s.due, pe)
+			continue
+		}
+		if attempts > 1 {
+			s.stats.Redeliveries++
+			s.e.metrics.redelivered.Inc()
+		}
+		s.armLocked(pe, now)
+		s.seq++
+		out = append(out, DurableDelivery{Kind: DurableEvent, Event: ev, Attempt: attempts, Sequence: s.seq})
+	}
+	return out
+}
+
+// armLocked starts pe's timer after a delivery at now: its ack timeout,
+// then the backoff before the next attempt (none after the last: it is
+// dead-lettered when the timeout passes).
+func (s *DurableStream) armLocked(pe *pending, now time.Time) {
+	pol := s.req.Policy
+	pe.due = now.Add(pol.AckTimeout)
+	if pe.attempts < pol.MaxAttempts {
+		pe.due = pe.due.Add(pol.Delay(pe.attempts))
+	}
+	if pe.hidx >= 0 {
+		heap.Fix(&s.due, pe.hidx)
+	} else {
+		heap.Push(&s.due, pe)
+	}
+}
+
+// fire handles due timers: redelivery of the event and of every later
+// pending event of its session on the same partition, in offset order (the
+// session's order is kept); dead-lettering of rejected events and of events
+// that used up their attempts.
+func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDelivery) []DurableDelivery {
+	var dead []*pending
+	s.mu.Lock()
+	for len(s.due) > 0 && !s.due[0].due.After(now) {
+		pe := s.due[0]
+		if pe.rejected != nil || pe.attempts >= s.req.Policy.MaxAttempts {
+			heap.Pop(&s.due)
+			if pe.rejected == nil {
+				pe.rejected = &Rejection{Exhausted: true}
+			}
+			s.dropIDLocked(pe)
+			dead = append(dead, pe)
+			continue
+		}
+		for _, q := range s.sessionTailLocked(pe) {
+			if q.rejected != nil {
+				continue
+			}
+			if q.attempts >= s.req.Policy.MaxAttempts {
+				q.due = now // dead-lettered on the next round of this loop
+				heap.Fix(&s.due, q.hidx)
+				continue
+			}
+			q.attempts++
+			s.stats.Redeliveries++
+			s.e.metrics.redelivered.Inc()
+			s.armLocked(q, now)
+			s.seq++
+			out = append(out, DurableDelivery{Kind: DurableEvent, Event: q.ev, Attempt: q.attempts, Sequence: s.seq})
+		}
+	}
+	s.mu.Unlock()
+	for _, pe := range dead {
+		notice, p, err := s.deadLetter(ctx, pe, now)
+		s.mu.Lock()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: dead-letter write; retrying")
+			}
+			pe.due = now.Add(time.Second)
+			heap.Push(&s.due, pe)
+			s.mu.Unlock()
+			continue
+		}
+		s.settleLocked(pe)
+		s.stats.DeadLettered++
+		s.e.metrics.deadLettered.Inc()
+		s.mu.Unlock()
+		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, DeadLetter: p})
+	}
+	return out
+}
+
+// sessionTailLocked is pe followed by every later unsettled pending event
+// of the same session on its partition, in offset order. Events without a
+// session are redelivered alone.
+func (s *DurableStream) sessionTailLocked(pe *pending) []*pending {
+	ps := &s.ps[pe.ev.Record.Partition]
+	trimSettled(ps)
+	sess := pe.ev.Attrs.Session
+	if sess == "" {
+		return []*pending{pe}
+	}
+	k := sort.Search(len(ps.pending), func(i int) bool { return ps.pending[i].ev.Record.Offset >= pe.ev.Record.Offset })
+	var tail []*pending
+	for _, q := range ps.pending[k:] {
+		if q == pe || (!q.settled && q.hidx >= 0 && q.ev.Attrs.Session == sess) {
+			tail = append(tail, q)
+		}
+	}
+	return tail
+}
+
+// trimSettled drops settled entries at the front of ps.pending; the rest
+// lie within the tracker's window, which bounds the slice.
+func trimSettled(ps *partState) {
+	i := 0
+	for i < len(ps.pending) && ps.pending[i].settled {
+		ps.pending[i] = nil
+		i++
+	}
+	ps.pending = ps.pending[i:]
+}
+
+func (s *DurableStream) dropIDLocked(pe *pending) {
+	id := pe.ev.Attrs.ID
+	list := s.byID[id]
+	for i, q := range list {
+		if q == pe {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(s.byID, id)
+	} else {
+		s.byID[id] = list
+	}
+}
+
+// send hands out to the consumer in order, waiting for room.
+func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
+	for _, d := range out {
+		select {
+		case s.ch <- d:
+			if d.Kind == DurableEvent {
+				s.e.metrics.delivered.Inc()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// commit stores the committable offset of every partition with the read
+// end and the attempts of pending offsets, when it changed.
+func (s *DurableStream) commit(ctx context.Context) error {
+	s.mu.Lock()
+	pcs := make([]partCommit, 0, len(s.ps))
+	keys := make([]string, len(s.ps))
+	for p := range s.ps {
+		ps := &s.ps[p]
+		off, ok := s.tr.Committable(int32(p))
+		if !ok {
+			continue
+		}
+		pc := partCommit{Partition: int32(p), Offset: off, ReadEnd: ps.next, Attempts: map[int64]int{}}
+		for _, pe := range ps.pending {
+			if pe.settled || pe.ev.Record.Offset < off {
+				continue
+			}
+			if len(pc.Attempts) == MaxCommittedAttempts {
+				pc.ReadEnd = pe.ev.Record.Offset // later ones are delivered as new
+				break
+			}
+			pc.Attempts[pe.ev.Record.Offset] = pe.attempts
+		}
+		// offsets read by an earlier stream and not reached yet keep their state
+		if ps.readEnd > ps.next && len(pc.Attempts) < MaxCommittedAttempts && pc.ReadEnd == ps.next {
+			pc.ReadEnd = ps.readEnd
+			for o, n := range ps.prior {
+				if len(pc.Attempts) == MaxCommittedAttempts {
+					pc.ReadEnd = ps.next
+					break
+				}
+				pc.Attempts[o] = n
+			}
+		}
+		if pc.ReadEnd <= pc.Offset {
+			pc.ReadEnd = pc.Offset
+		}
+		keys[p] = commitMeta(s.tag, s.parts, pc) + "@" + fmt.Sprint(off)
+		pcs = append(pcs, pc)
+	}
+	same := len(s.lastCommit) == len(keys)
+	for i := range keys {
+		if same && s.lastCommit[i] != keys[i] {
+			same = false
+		}
+	}
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	if err := commitDurable(ctx, s.e.adm, s.req.Group, s.topic, s.tag, s.parts, pcs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lastCommit = keys
+	s.mu.Unlock()
+	return nil
+}
+
+// dueHeap orders pending deliveries by due time, then by partition and
+// offset: a session's events redelivered together share a due time and
+// keep firing in log order.
+type dueHeap []*pending
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if !a.due.Equal(b.due) {
+		return a.due.Before(b.due)
+	}
+	if a.ev.Record.Partition != b.ev.Record.Partition {
+		return a.ev.Record.Partition < b.ev.Record.Partition
+	}
+	return a.ev.Record.Offset < b.ev.Record.Offset
+}
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *dueHeap) Push(x any) {
+	pe := x.(*pending)
+	pe.hidx = len(*h)
+	*h = append(*h, pe)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	pe := old[len(old)-1]
+	old[len(old)-1] = nil
+	pe.hidx = -1
+	*h = old[:len(old)-1]
+	return pe
+}

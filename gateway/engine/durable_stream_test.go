@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// durableEnv creates the dead-letter topic next to the events topic and
+// commits the start of a subscription at the current end.
+func durableEnv(t *testing.T, parts int32) (*kafkaEnv, *Engine) {
+	t.Helper()
+	k := newKafkaEnv(t, parts)
+	adm := newAdm(t, k)
+	if _, err := adm.CreateTopic(context.Background(), parts, 1, nil, partitioning.Naming{}.DeadLetter(testTenant)); err != nil {
+		t.Fatal(err)
+	}
+	return k, k.engine(nil)
+}
+
+func startDurable(t *testing.T, e *Engine, group string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := e.State(ctx, testTenantT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := make([]cursor.PartitionOffset, st.Partitions)
+	for p := range start {
+		start[p] = cursor.PartitionOffset{Partition: int32(p), Offset: st.End[p]}
+	}
+	if err := e.CommitStart(ctx, testTenantT, group, st, start); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openDurable(t *testing.T, e *Engine, group string, pol AckPolicy, window int) *DurableStream {
+	t.Helper()
+	return openDurableReq(t, e, DurableRequest{Group: group, Policy: pol, Window: window})
+}
+
+func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream {
+	t.Helper()
+	req.Tenant, req.SubscriptionID, req.Filter, req.CommitInterval = testTenantT, "sub_t", mustFilter(t, "types=task.*"), 20*time.Millisecond
+	req.DeadLetter = testDeadLetterCodec
+	s, err := e.OpenDurable(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func recvD(t *testing.T, s *DurableStream) DurableDelivery {
+	t.Helper()
+	select {
+	case d, ok := <-s.C():
+		if !ok {
+			t.Fatalf("stream ended: %v", s.Err())
+		}
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("no durable delivery within 10s")
+		return DurableDelivery{}
+	}
+}
+
+func committed(t *testing.T, e *Engine, group string) map[int32]partCommit {
+	t.Helper()
+	_, pcs, _, err := fetchDurable(context.Background(), e.adm, group, partitioning.Naming{}.Events(testTenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pcs
+}
+
+// Acked events are committed past; unacked ones come again on the next
+// stream with attempt 2, and only they.
+func TestDurableResumeRedeliversUnacked(t *testing.T) {
+	k, e := durableEnv(t, 2)
+	const group = "g-resume"
+	startDurable(t, e, group)
+	long := AckPolicy{AckTimeout: time.Hour}
+	s := openDurable(t, e, group, long, 0)
+	for i := range 10 {
+		k.produce(int32(i%2), "task.updated", fmt.Sprintf("s%d", i%2), i)
+		k.produce(int32(i%2), "chat.message", fmt.Sprintf("s%d", i%2), 100+i) // filtered out
+	}
+	unacked := map[string]bool{}
+	for i := range 10 {
+		d := recvD(t, s)
+		if d.Kind != DurableEvent || d.Attempt != 1 || d.Sequence != uint64(i+1) {
+			t.Fatalf("delivery %d: %+v", i, d)
+		}
+		if i == 3 || i == 6 {
+			unacked[d.Event.Attrs.ID] = true
+			continue
+		}
+		if got := s.Ack(d.Event.Attrs.ID); got != OutcomeApplied {
+			t.Fatalf("ack: %s", got)
+		}
+		if got := s.Ack(d.Event.Attrs.ID); got != OutcomeUnknown {
+			t.Fatalf("duplicate ack: %s", got)
+		}
+	}
+	if st := s.Stats(); st.Pending != 2 || st.Acked != 8 {
+		t.Fatalf("stats %+v", st)
+	}
+	s.Close()
+	if got := s.Ack("evt_s0_0"); got != OutcomeClosed {
+		t.Fatalf("ack after close: %s", got)
+	}
+
+	s2 := openDurable(t, e, group, long, 0)
+	for range 2 {
+		d := recvD(t, s2)
+		if !unacked[d.Event.Attrs.ID] || d.Attempt != 2 {
+			t.Fatalf("redelivery %s attempt %d", d.Event.Attrs.ID, d.Attempt)
+		}
+		delete(unacked, d.Event.Attrs.ID)
+		s2.Ack(d.Event.Attrs.ID)
+	}
+	k.produce(0, "task.done", "s0", 50)
+	if d := recvD(t, s2); d.Event.Attrs.ID != "evt_s0_50" || d.Attempt != 1 || d.Sequence != 3 {
+		t.Fatalf("new event after the redeliveries: %+v", d)
+	}
+	s2.Ack("evt_s0_50")
+	s2.Close()
+	pcs := committed(t, e, group)
+	if pcs[0].Offset != 11 || pcs[1].Offset != 10 {
+		t.Fatalf("committed %+v", pcs)
+	}
+}
+
+// Without acks an event comes again with attempts 2..max, then goes to the
+// dead-letter topic; a later event of its session is redelivered with it,
+// after it; an acked later event is not.
+func TestDurableRedeliveryBackoffDeadLetter(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-redeliver"
+	startDurable(t, e, group)
+	clk := &testClock{}
+	s := openDurableReq(t, e, DurableRequest{Group: group, clock: clk.now,
+		Policy: AckPolicy{AckTimeout: time.Hour, MaxAttempts: 3, Backoff: time.Millisecond}})
+	k.produce(0, "task.a", "s", 1)
+	k.produce(0, "task.b", "s", 2)
+	k.produce(0, "task.c", "s", 3)
+	for i := range 3 {
+		if d := recvD(t, s); d.Attempt != 1 {
+			t.Fatalf("first delivery %d: %+v", i, d)
+		}
+	}
+	s.Ack("evt_s_2")
+	var got []string
+	var dead []string
+	for len(dead) < 2 {
+		if len(s.C()) == 0 {
+			clk.advance(time.Hour + time.Second) // every timer fires only when the test moves time
+		}
+		d := recvD(t, s)
+		switch d.Kind {
+		case DurableEvent:
+			got = append(got, fmt.Sprintf("%s#%d", d.Event.Attrs.ID, d.Attempt))
+		case DurableDeadLettered:
+			dl := d.DeadLetter
+			if dl == nil || dl.Attempts != 3 || dl.SubscriptionID != "sub_t" || !dl.Reason.Exhausted || string(d.Notice) != string(mustDeadLetterJSON(t, *dl)) {
+				t.Fatalf("dead letter %+v notice %s", dl, d.Notice)
+			}
+			dead = append(dead, dl.Event.Attrs.ID)
+		}
+	}
+	want := []string{"evt_s_1#2", "evt_s_3#2", "evt_s_1#3", "evt_s_3#3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(dead) != "[evt_s_1 evt_s_3]" {
+		t.Fatalf("redeliveries %v dead %v", got, dead)
+	}
+	if st := s.Stats(); st.Pending != 0 || st.DeadLettered != 2 || st.Redeliveries != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+	recs := readAll(t, k, partitioning.Naming{}.DeadLetter(testTenant), 2)
+	if string(recs[0].Key) != "s" || !json.Valid(recs[0].Value) {
+		t.Fatalf("dead-letter record %q %q", recs[0].Key, recs[0].Value)
+	}
+	poll(t, "commit past the dead-lettered events", func() bool { return committed(t, e, group)[0].Offset == 3 })
+}
+
+// A rejection is final: dead-lettered at once with the consumer's error.
+func TestDurableRejectDeadLetters(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-reject"
+	startDurable(t, e, group)
+	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
+	k.produce(0, "task.a", "s", 1)
+	recvD(t, s)
+	if got := s.Reject("evt_s_1", "task_error", "cannot"); got != OutcomeRejected {
+		t.Fatalf("reject: %s", got)
+	}
+	if got := s.Reject("evt_s_1", "task_error", "again"); got != OutcomeUnknown {
+		t.Fatalf("second reject: %s", got)
+	}
+	d := recvD(t, s)
+	if dl := d.DeadLetter; d.Kind != DurableDeadLettered || dl == nil || dl.Reason != (Rejection{Code: "task_error", Message: "cannot"}) || dl.Attempts != 1 {
+		t.Fatalf("dead letter %+v notice %s", dl, d.Notice)
+	}
+	poll(t, "commit past the rejected event", func() bool { return committed(t, e, group)[0].Offset == 1 })
+}
+
+// A full window stops reading the partition; acks let it go on from where
+// it stopped, losing nothing.
+func TestDurableWindowBoundsReading(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-window"
+	startDurable(t, e, group)
+	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 64)
+	for i := range 150 {
+		k.produce(0, "task.x", "s", i)
+	}
+	seen := map[string]bool{}
+	for range 64 {
+		seen[recvD(t, s).Event.Attrs.ID] = true
+	}
+	poll(t, "64 pending", func() bool { return s.Stats().Pending == 64 })
+	for len(seen) < 150 {
+		for id := range seen {
+			s.Ack(id)
+		}
+		d := recvD(t, s)
+		if seen[d.Event.Attrs.ID] || d.Attempt != 1 {
+			t.Fatalf("duplicate or redelivered %+v", d)
+		}
+		seen[d.Event.Attrs.ID] = true
+		if s.Stats().Pending > 64 {
+			t.Fatalf("pending %d over the window", s.Stats().Pending)
+		}
+	}
+	for id := range seen {
+		s.Ack(id)
+	}
+	poll(t, "all committed", func() bool { return committed(t, e, group)[0].Offset == 150 })
+}
+
+func readAll(t *testing.T, k *kafkaEnv, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s", len(out), n, topic)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func newAdm(t *testing.T, k *kafkaEnv) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// testClock is real time plus an offset the test moves.
+type testClock struct{ off atomic.Int64 }
+
+func (c *testClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *testClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// ExpiresAt ends the stream with ErrExpired.
+func TestDurableExpires(t *testing.T) {
+	_, e := durableEnv(t, 1)
+	const group = "g-expire"
+	startDurable(t, e, group)
+	clk := &testClock{}
+	s := openDurableReq(t, e, DurableRequest{Group: group, clock: clk.now, ExpiresAt: time.Now().Add(time.Hour)})
+	clk.advance(2 * time.Hour)
+	select {
+	case _, ok := <-s.C():
+		if ok || !errors.Is(s.Err(), ErrExpired) {
+			t.Fatalf("open %v, err %v", ok, s.Err())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream did not end")
+	}
+}
+
+// testDeadLetterCodec is a dialect's dead-letter encoding, as a binding
+// supplies it: the facts as JSON.
+func testDeadLetterCodec(dl DeadLetter) ([]byte, error) {
+	return json.Marshal(struct {
+		ID, Sub  string
+		Attempts int
+		Reason   Rejection
+		Original json.RawMessage
+	}{dl.Event.Attrs.ID, dl.SubscriptionID, dl.Attempts, dl.Reason, dl.Event.Record.Value})
+}
+
+func mustDeadLetterJSON(t *testing.T, dl DeadLetter) []byte {
+	t.Helper()
+	b, err := testDeadLetterCodec(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

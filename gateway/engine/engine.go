@@ -1,0 +1,277 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultQueue    = 256
+	DefaultMaxQueue = 1 << 16
+	// DefaultReaderFetchBytes bounds one fetch of a subscription's own
+	// reader (catch-up, durable stream).
+	DefaultReaderFetchBytes = 1 << 20
+)
+
+var (
+	// ErrClosed ends every subscription when the Engine closes.
+	ErrClosed = errors.New("engine: engine closed")
+	// ErrBadRequest wraps a Subscribe request that can never succeed.
+	ErrBadRequest = errors.New("engine: bad subscribe request")
+)
+
+// TopicEnsurer finds, creating on first use, a tenant's events topic.
+// *partitioning.Provisioner satisfies it.
+type TopicEnsurer interface {
+	Ensure(ctx context.Context, tenant string) (partitioning.TopicInfo, error)
+}
+
+// Config configures an Engine. Zero fields mean the documented defaults.
+type Config struct {
+	// ClientOpts connect the engine's Kafka clients (seed brokers, TLS,
+	// SASL). Required: at least kgo.SeedBrokers. Consumer options are
+	// added by the engine.
+	ClientOpts []kgo.Opt
+	// Naming derives tenant topic names; it must match the ingest side's.
+	Naming partitioning.Naming
+	// Topics, when set, creates a tenant's topic on its first subscription,
+	// so a subscriber may arrive before the first event.
+	Topics TopicEnsurer
+	// Queue is the queue length of a subscription that asks for none.
+	// Zero means DefaultQueue.
+	Queue int
+	// MaxQueue bounds the queue length a subscription may ask for. Zero
+	// means DefaultMaxQueue.
+	MaxQueue int
+	// ReaderFetchBytes bounds what one fetch of a subscription's own Kafka
+	// reader (a catch-up or a durable stream) may hold: the reader buffers
+	// at most one fetch while its client does not read, so this is the
+	// bound of a stream's Kafka buffer, whatever the topic holds (a single
+	// record larger than it is still fetched whole). Zero means
+	// DefaultReaderFetchBytes.
+	ReaderFetchBytes int32
+	Logger           zerolog.Logger
+	// Registerer receives the engine's metrics (aep_delivery_*). Nil
+	// leaves them unregistered.
+	Registerer prometheus.Registerer
+}
+
+// Engine reads tenant topics and fans their events out to subscriptions.
+type Engine struct {
+	cfg     Config
+	metrics *metrics
+	admCl   *kgo.Client
+	adm     *kadm.Client
+	nextID  atomic.Uint64
+
+	// ctx is the parent of every tail and catch-up; cancel ends them all.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	goMu     sync.Mutex     // orders wg.Add before Close's wg.Wait; taken inside tail.mu, never around it
+	goClosed bool           // guarded by goMu
+	wg       sync.WaitGroup // catch-up goroutines
+
+	mu     sync.Mutex
+	tails  map[string]*tail // by topic; guarded by mu
+	closed bool             // guarded by mu
+}
+
+// NewEngine validates cfg and returns an Engine. Its Kafka connections are
+// made lazily; call Close when done.
+func NewEngine(cfg Config) (*Engine, error) {
+	if len(cfg.ClientOpts) == 0 {
+		return nil, errors.New("engine: Config.ClientOpts must name the brokers")
+	}
+	if err := cfg.Naming.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = DefaultQueue
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	if cfg.ReaderFetchBytes <= 0 {
+		cfg.ReaderFetchBytes = DefaultReaderFetchBytes
+	}
+	if cfg.Queue > cfg.MaxQueue {
+		return nil, fmt.Errorf("engine: Queue %d exceeds MaxQueue %d", cfg.Queue, cfg.MaxQueue)
+	}
+	cl, err := kgo.NewClient(cfg.ClientOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: admin client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, metrics: newMetrics(cfg.Registerer), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}, nil
+}
+
+// Request describes one subscription.
+type Request struct {
+	Tenant tenant.Tenant
+	Filter *filtering.Filter
+	// From is the position to start at, one entry per partition to replay
+	// (the frontier of a decoded cursor, after cursor.TopicState.Check).
+	// Nil means live: events appended after Subscribe returns. A partition
+	// From does not name is read live from the moment of the handover.
+	From []cursor.PartitionOffset
+	// Sequence is the delivery sequence already used (a resumed cursor's
+	// Sequence); the first delivery carries Sequence+1.
+	Sequence uint64
+	// Queue is the subscription's queue length; zero means Config.Queue.
+	Queue int
+	// Lossless moves the subscription back to catch-up reading when its
+	// queue is full, instead of dropping the event.
+	Lossless bool
+}
+
+// Subscribe starts a subscription. ctx bounds only the setup (topic
+// creation, reading the topic's end offsets); the subscription lives until
+// Close or the Engine's Close.
+func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, error) {
+	if req.Filter == nil {
+		return nil, fmt.Errorf("%w: no filter", ErrBadRequest)
+	}
+	if req.Tenant.IsZero() {
+		return nil, fmt.Errorf("%w: no tenant", ErrBadRequest)
+	}
+	q := req.Queue
+	if q <= 0 {
+		q = e.cfg.Queue
+	}
+	if q > e.cfg.MaxQueue {
+		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.MaxQueue)
+	}
+	if err := e.ensure(ctx, req.Tenant); err != nil {
+		return nil, err
+	}
+	t, err := e.acquire(ctx, e.cfg.Naming.Events(req.Tenant.String()))
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		e: e, t: t, id: filtering.ID(e.nextID.Add(1)), filter: req.Filter,
+		ch: make(chan Delivery, q), seq: req.Sequence, lossless: req.Lossless,
+	}
+	// Counted from here on: every path below ends in finish (which
+	// uncounts it) except a failed live join, which uncounts it itself.
+	e.metrics.subscriptions.Inc()
+	if req.From == nil {
+		start, err := t.join(s, nil, 0, false, false)
+		if err != nil {
+			e.metrics.subscriptions.Dec()
+			e.release(t)
+			return nil, err
+		}
+		s.start = start
+		return s, nil
+	}
+	if !s.startCatchUp(append([]cursor.PartitionOffset(nil), req.From...), false) {
+		s.Close()
+		return nil, ErrClosed
+	}
+	return s, nil
+}
+
+// acquire returns the running tail of topic, starting it if needed, and
+// takes a reference on it.
+func (e *Engine) acquire(ctx context.Context, topic string) (*tail, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	t := e.tails[topic]
+	if t == nil {
+		var err error
+		if t, err = startTail(ctx, e, topic); err != nil {
+			return nil, err
+		}
+		e.tails[topic] = t
+	}
+	t.refs++
+	return t, nil
+}
+
+// release drops a reference on t and stops it when it was the last.
+func (e *Engine) release(t *tail) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t.refs--
+	if t.refs > 0 || e.tails[t.topic] != t {
+		return
+	}
+	delete(e.tails, t.topic)
+	t.stop(ErrClosed)
+}
+
+// State reads the current shape of a tenant's events topic (ID, partition
+// count, offset bounds), for cursor checks.
+func (e *Engine) State(ctx context.Context, t tenant.Tenant) (cursor.TopicState, error) {
+	if t.IsZero() {
+		return cursor.TopicState{}, fmt.Errorf("%w: no tenant", ErrBadRequest)
+	}
+	if err := e.ensure(ctx, t); err != nil {
+		return cursor.TopicState{}, err
+	}
+	return cursor.LoadTopicState(ctx, e.adm, e.cfg.Naming.Events(t.String()))
+}
+
+// ensure creates the tenant's topics on first use, when Config.Topics is
+// set.
+func (e *Engine) ensure(ctx context.Context, t tenant.Tenant) error {
+	if e.cfg.Topics == nil {
+		return nil
+	}
+	if _, err := e.cfg.Topics.Ensure(ctx, t.String()); err != nil {
+		return fmt.Errorf("engine: ensure topics: %w", err)
+	}
+	return nil
+}
+
+// Close ends every subscription with ErrClosed, stops every reader and
+// waits for them. It is idempotent.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed = true
+	e.cancel()
+	for topic, t := range e.tails {
+		delete(e.tails, topic)
+		t.stop(ErrClosed) // no tail starts a catch-up after this
+	}
+	e.mu.Unlock()
+	e.goMu.Lock()
+	e.goClosed = true
+	e.goMu.Unlock()
+	e.wg.Wait() // catch-ups end their own subscriptions
+	e.admCl.Close()
+}
+
+// readerOpts are the client options of a subscription's own reader of
+// topic from offs: the engine's connection options, fetches bounded by
+// ReaderFetchBytes, one fetch in flight.
+func (e *Engine) readerOpts(topic string, offs map[int32]kgo.Offset) []kgo.Opt {
+	return append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchMaxBytes(e.cfg.ReaderFetchBytes),
+		kgo.FetchMaxPartitionBytes(e.cfg.ReaderFetchBytes),
+		kgo.MaxConcurrentFetches(1),
+	)
+}

@@ -1,0 +1,31 @@
+package engine
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the engine's Prometheus series. They are registered on
+// Config.Registerer when one is given; otherwise they count unregistered.
+type metrics struct {
+	subscriptions prometheus.Gauge   // open live/replayable subscriptions
+	durable       prometheus.Gauge   // open at_least_once streams
+	delivered     prometheus.Counter // events queued to a subscriber (live, catch-up, durable)
+	dropped       prometheus.Counter // best_effort events dropped for a full queue
+	fallbacks     prometheus.Counter // lossless subscribers moved back to catch-up reading
+	redelivered   prometheus.Counter // at_least_once redeliveries
+	deadLettered  prometheus.Counter // events written to the dead-letter topic
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_subscriptions", Help: "Open best_effort and replayable subscriptions on this node."}),
+		durable:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_durable_streams", Help: "Open at_least_once streams on this node."}),
+		delivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_events_total", Help: "Events queued to subscribers (each subscriber counts once)."}),
+		dropped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dropped_total", Help: "best_effort events dropped because a subscriber's queue was full."}),
+		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
+		redelivered:   prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total", Help: "at_least_once redeliveries after the ack timeout."}),
+		deadLettered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total", Help: "Events dead-lettered (attempts exhausted or rejected by the consumer)."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered)
+	}
+	return m
+}

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Event is one record read from a tenant topic with its decoded routing
+// attributes. It is shared by every subscription it is delivered to and must
+// not be modified.
+type Event struct {
+	Record *kgo.Record
+	Attrs  aep.Attrs
+}
+
+// Delivery is one element of a subscription's stream: an event, or the
+// marker that a catch-up has reached the shared tail.
+type Delivery struct {
+	// Event is the delivered event; nil for the caught-up marker.
+	Event *Event
+	// Sequence is the subscription's delivery sequence of Event (1, 2,
+	// ...; a gap means events were dropped). For the marker it is the
+	// sequence of the last replayed event.
+	Sequence uint64
+
+	// CaughtUp marks the end of a catch-up: every later delivery comes
+	// from the shared tail (until a lossless subscription falls behind).
+	CaughtUp bool
+	// Fallback marks the end of a catch-up that a lossless subscription
+	// fell back to after its queue overflowed, not one it asked for.
+	Fallback bool
+	// Replayed counts the events the catch-up delivered (marker only).
+	Replayed uint64
+	// Frontier is the position of the handover, one entry per partition
+	// (marker only): where the tail continues for this subscription.
+	Frontier []cursor.PartitionOffset
+}
+
+// Partition is the event's partition.
+func (d Delivery) Partition() int32 { return d.Event.Record.Partition }
+
+// Offset is the event's offset.
+func (d Delivery) Offset() int64 { return d.Event.Record.Offset }
+
+// Subscription is one consumer's stream of matching events.
+type Subscription struct {
+	e        *Engine
+	t        *tail
+	id       filtering.ID
+	filter   *filtering.Filter
+	ch       chan Delivery
+	lossless bool
+	start    []cursor.PartitionOffset // live subscriptions only
+
+	// seq is the last sequence used. The catch-up goroutine owns it until
+	// the handover, the tail (under t.mu) after it.
+	seq   uint64
+	guard []int64 // per-partition first offset the tail delivers; guarded by t.mu
+
+	dropped   atomic.Uint64
+	fallbacks atomic.Uint64
+	err       atomic.Pointer[error]
+
+	mu        sync.Mutex
+	closing   bool               // guarded by mu: no catch-up may start
+	cancel    context.CancelFunc // of the latest catch-up; guarded by mu
+	catchDone chan struct{}      // closed when the latest catch-up ends; guarded by mu
+
+	finishOnce, closeOnce sync.Once
+}
+
+// C is the subscription's stream. It is closed when the subscription ends;
+// Err then says why.
+func (s *Subscription) C() <-chan Delivery { return s.ch }
+
+// Err is why the stream ended: nil after Close, ErrClosed, or a Kafka error
+// of a catch-up. It is nil while the stream is open.
+func (s *Subscription) Err() error {
+	if p := s.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Dropped counts events a lossy subscription lost because its queue was
+// full.
+func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
+
+// Fallbacks counts the times a lossless subscription's queue overflowed and
+// it went back to catch-up reading.
+func (s *Subscription) Fallbacks() uint64 { return s.fallbacks.Load() }
+
+// Start is where a live subscription (Request.From nil) begins: the tail's
+// position when it joined, one entry per partition. Nil for a catch-up
+// subscription, whose marker carries the handover position.
+func (s *Subscription) Start() []cursor.PartitionOffset { return s.start }
+
+// Close ends the subscription and waits for its catch-up, if any. It is
+// idempotent and safe to call concurrently with everything.
+func (s *Subscription) Close() {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		cancel, done := s.cancel, s.catchDone
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			<-done
+		}
+		s.t.leave(s, nil)
+		s.e.release(s.t)
+	})
+}
+
+// finish records err and closes the channel, once. The caller must be the
+// channel's only possible sender at that moment.
+func (s *Subscription) finish(err error) {
+	s.finishOnce.Do(func() {
+		if err != nil {
+			s.err.Store(&err)
+		}
+		s.e.metrics.subscriptions.Dec()
+		close(s.ch)
+	})
+}
+
+// offerLocked hands ev to s without blocking. Must hold s.t.mu.
+func (s *Subscription) offerLocked(ev *Event) {
+	if p := ev.Record.Partition; int(p) < len(s.guard) && ev.Record.Offset < s.guard[p] {
+		return // the catch-up delivered it already
+	}
+	s.seq++
+	select {
+	case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+		s.e.metrics.delivered.Inc()
+		return
+	default:
+	}
+	if !s.lossless {
+		s.dropped.Add(1)
+		s.e.metrics.dropped.Inc()
+		return
+	}
+	// Lossless: leave the tail and read again from this event on.
+	s.seq--
+	from := s.resumeFromLocked(ev.Record.Partition, ev.Record.Offset)
+	t := s.t
+	t.index.Remove(s.id)
+	delete(t.subs, s.id)
+	s.fallbacks.Add(1)
+	s.e.metrics.fallbacks.Inc()
+	if !s.startCatchUp(from, true) {
+		s.finish(ErrClosed) // closing or engine closed: the tail is the last sender
+	}
+}
+
+// resumeFromLocked is where a lossless subscription that could not take
+// the event at offset of partition p continues: that offset on p, and on
+// every other partition the first offset the tail has not processed for it
+// (its position, or the guard when the guard is ahead). Must hold s.t.mu.
+func (s *Subscription) resumeFromLocked(p int32, offset int64) []cursor.PartitionOffset {
+	out := make([]cursor.PartitionOffset, len(s.t.pos))
+	for q, pos := range s.t.pos {
+		if q < len(s.guard) && s.guard[q] > pos {
+			pos = s.guard[q]
+		}
+		if int32(q) == p {
+			pos = offset
+		}
+		out[q] = cursor.PartitionOffset{Partition: int32(q), Offset: pos}
+	}
+	return out
+}
+
+// startCatchUp starts a catch-up goroutine from the given position, unless
+// the subscription is closing or the engine closed. May be called with
+// s.t.mu held (lock order: tail.mu, Subscription.mu, Engine.goMu).
+func (s *Subscription) startCatchUp(from []cursor.PartitionOffset, fallback bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.e.goMu.Lock()
+	defer s.e.goMu.Unlock()
+	if s.e.goClosed {
+		return false
+	}
+	ctx, cancel := context.WithCancel(s.e.ctx)
+	done := make(chan struct{})
+	s.cancel, s.catchDone = cancel, done
+	s.e.wg.Add(1)
+	go s.catchUp(ctx, from, done, fallback)
+	return true
+}
+
+// catchUp reads from on its own client, delivering matches with blocking
+// sends, until join succeeds. It ends the subscription itself when it stops
+// without joining.
+func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffset, done chan struct{}, fallback bool) {
+	defer s.e.wg.Done()
+	defer close(done)
+	err := s.readUntilJoined(ctx, from, fallback)
+	if err == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		err = nil
+		if s.e.ctx.Err() != nil {
+			err = ErrClosed
+		}
+	}
+	s.finish(err)
+}
+
+func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.PartitionOffset, fallback bool) error {
+	next := make(map[int32]int64, len(from))
+	offs := make(map[int32]kgo.Offset, len(from))
+	for _, po := range from {
+		next[po.Partition] = po.Offset
+		offs[po.Partition] = kgo.NewOffset().At(po.Offset)
+	}
+	var cl *kgo.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	var replayed uint64
+	var attrs aep.Attrs
+	for {
+		if err := s.waitRoom(ctx); err != nil {
+			return err
+		}
+		frontier, err := s.t.join(s, next, replayed, true, fallback)
+		if err != nil || frontier != nil {
+			return err
+		}
+		if cl == nil {
+			if cl, err = kgo.NewClient(s.e.readerOpts(s.t.topic, offs)...); err != nil {
+				return err
+			}
+		}
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: catch-up fetch")
+		})
+		for it := fs.RecordIter(); !it.Done(); {
+			r := it.Next()
+			next[r.Partition] = r.Offset + 1
+			if partitioning.DecodeHeaders(r.Headers, &attrs) != nil || !s.filter.Match(&attrs) {
+				continue
+			}
+			ev := &Event{Record: r, Attrs: attrs}
+			attrs.Ext = nil
+			s.seq++
+			replayed++
+			select {
+			case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+				s.e.metrics.delivered.Inc()
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// waitRoom waits until the queue has room for the caught-up marker. The
+// catch-up is the only sender, so room it sees stays until it sends.
+func (s *Subscription) waitRoom(ctx context.Context) error {
+	for len(s.ch) == cap(s.ch) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}

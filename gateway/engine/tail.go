@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// tail is the shared reader of one tenant topic on this node: it consumes
+// every partition from where the log ended when it started, and offers each
+// record to the subscriptions that match it.
+type tail struct {
+	e      *Engine
+	topic  string
+	cl     *kgo.Client
+	index  *filtering.Index
+	cancel context.CancelFunc
+	done   chan struct{}
+	refs   int // guarded by Engine.mu
+
+	// scratch state of the run goroutine only
+	ids   []filtering.ID
+	attrs aep.Attrs
+
+	mu          sync.Mutex
+	pos         []int64                        // next offset to dispatch, per partition; guarded by mu
+	subs        map[filtering.ID]*Subscription // joined subscriptions; guarded by mu
+	stopped     bool                           // guarded by mu
+	undecodable uint64                         // records whose headers did not decode; guarded by mu
+}
+
+// startTail lists topic's end offsets and starts reading every partition
+// from there.
+func startTail(ctx context.Context, e *Engine, topic string) (*tail, error) {
+	ends, err := e.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
+	}
+	byPart, ok := ends[topic]
+	if !ok || len(byPart) == 0 {
+		return nil, fmt.Errorf("engine: topic %s has no partitions", topic)
+	}
+	pos := make([]int64, len(byPart))
+	offs := make(map[int32]kgo.Offset, len(byPart))
+	for p, lo := range byPart {
+		if int(p) >= len(pos) || p < 0 {
+			return nil, fmt.Errorf("engine: topic %s: partition %d out of range", topic, p)
+		}
+		pos[p] = lo.Offset
+		offs[p] = kgo.NewOffset().At(lo.Offset)
+	}
+	opts := append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: tail client: %w", err)
+	}
+	rctx, cancel := context.WithCancel(e.ctx)
+	t := &tail{
+		e: e, topic: topic, cl: cl, index: filtering.NewIndex(), cancel: cancel,
+		done: make(chan struct{}), pos: pos, subs: map[filtering.ID]*Subscription{},
+	}
+	go t.run(rctx)
+	return t, nil
+}
+
+func (t *tail) run(ctx context.Context) {
+	defer close(t.done)
+	for {
+		fs := t.cl.PollFetches(ctx)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: tail fetch")
+		})
+		t.dispatch(fs)
+	}
+}
+
+// dispatch offers every record of fs to the subscriptions it matches. It
+// holds t.mu for the whole batch: offers never block, and joins see a
+// consistent position.
+func (t *tail) dispatch(fs kgo.Fetches) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for it := fs.RecordIter(); !it.Done(); {
+		r := it.Next()
+		if int(r.Partition) >= len(t.pos) {
+			continue
+		}
+		t.pos[r.Partition] = r.Offset + 1
+		if err := partitioning.DecodeHeaders(r.Headers, &t.attrs); err != nil {
+			t.undecodable++
+			continue
+		}
+		t.ids = t.index.Match(&t.attrs, t.ids[:0])
+		if len(t.ids) == 0 {
+			continue
+		}
+		ev := &Event{Record: r, Attrs: t.attrs}
+		t.attrs.Ext = nil // ev owns the extension slice now
+		for _, id := range t.ids {
+			if s := t.subs[id]; s != nil {
+				s.offerLocked(ev)
+			}
+		}
+	}
+}
+
+// join registers s with the tail if next stands at or past the tail's
+// position on every partition it names. The guard of each partition is the
+// larger of the two: the tail delivers to s only offsets at or past it. A
+// catch-up (marker true) also queues the caught-up marker, for which the
+// caller has made room. join returns the guard frontier, or nil when s must
+// read further on its own.
+func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, marker, fallback bool) ([]cursor.PartitionOffset, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return nil, ErrClosed
+	}
+	guard := make([]int64, len(t.pos))
+	for p, pos := range t.pos {
+		guard[p] = pos
+		if n, ok := next[int32(p)]; ok {
+			if n < pos {
+				return nil, nil
+			}
+			guard[p] = n
+		}
+	}
+	frontier := make([]cursor.PartitionOffset, len(guard))
+	for p, g := range guard {
+		frontier[p] = cursor.PartitionOffset{Partition: int32(p), Offset: g}
+	}
+	if marker {
+		select {
+		case s.ch <- Delivery{CaughtUp: true, Fallback: fallback, Sequence: s.seq, Replayed: replayed, Frontier: frontier}:
+		default:
+			return nil, nil // the caller makes room and tries again
+		}
+	}
+	s.guard = guard
+	t.subs[s.id] = s
+	t.index.Add(s.id, s.filter)
+	return frontier, nil
+}
+
+// leave unregisters s (if it joined) and closes its channel.
+func (t *tail) leave(s *Subscription, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.evictLocked(s, err)
+}
+
+// evictLocked removes s and ends it with err. Must hold t.mu.
+func (t *tail) evictLocked(s *Subscription, err error) {
+	if t.subs[s.id] == s {
+		t.index.Remove(s.id)
+		delete(t.subs, s.id)
+	}
+	s.finish(err)
+}
+
+// stop ends the reader, waits for it, and ends every joined subscription
+// with err.
+func (t *tail) stop(err error) {
+	t.cancel()
+	<-t.done
+	t.cl.Close()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	for _, s := range t.subs {
+		t.evictLocked(s, err)
+	}
+}

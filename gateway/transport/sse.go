@@ -1,0 +1,131 @@
+package transport
+
+import (
+	"net/http"
+	"time"
+)
+
+// SSEConfig is how one SSE response is written. Zero fields mean the
+// defaults named.
+type SSEConfig struct {
+	// Heartbeat is the idle time after which a comment is written so that
+	// proxies and clients see the stream alive. Zero means 15s.
+	Heartbeat time.Duration
+	// HeartbeatComment is that comment's text. Empty means "heartbeat".
+	HeartbeatComment string
+	// WriteTimeout bounds each write; a write that does not finish in time
+	// ends the stream. Zero means 10s.
+	WriteTimeout time.Duration
+	// Batch is the most queued elements one write carries. Zero means 64.
+	Batch int
+	// Preamble is written before the ": stream open" comment (markers a
+	// dialect owes the client before any event).
+	Preamble []byte
+	// Shutdown, when closed, ends the stream: OnShutdown (if not nil) may
+	// append last words (a closing comment) before the final write.
+	Shutdown   <-chan struct{}
+	OnShutdown func([]byte) []byte
+}
+
+func (c SSEConfig) withDefaults() SSEConfig {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.HeartbeatComment == "" {
+		c.HeartbeatComment = "heartbeat"
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.Batch <= 0 {
+		c.Batch = 64
+	}
+	return c
+}
+
+// CanStream reports whether w can flush, which an SSE response needs.
+func CanStream(w http.ResponseWriter) bool {
+	_, ok := w.(http.Flusher)
+	return ok
+}
+
+// StartSSE writes the 200 and the headers of an event stream: not cached,
+// not buffered by proxies (X-Accel-Buffering).
+func StartSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+// ServeSSE writes the elements of ch to an SSE response (after StartSSE)
+// until the client leaves, a write fails, cfg.Shutdown is closed or ch is
+// closed. Queued elements are encoded by appendMsg (which may append
+// nothing for an element the client does not see) into one write of at
+// most cfg.Batch elements, each write bounded by cfg.WriteTimeout. When ch
+// is closed, onClose (if not nil) may append last words before the final
+// write. An encoding error ends the stream and is returned; every other end
+// returns nil. It runs in the caller's goroutine and starts none.
+func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <-chan T,
+	appendMsg func([]byte, T) ([]byte, error), onClose func([]byte) []byte) error {
+	cfg = cfg.withDefaults()
+	rc := http.NewResponseController(w)
+	write := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // unsupported: no deadline
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	buf := append(append([]byte(nil), cfg.Preamble...), ": stream open\n\n"...)
+	if !write(buf) {
+		return nil
+	}
+	heartbeat := []byte(": " + cfg.HeartbeatComment + "\n\n")
+	hb := time.NewTicker(cfg.Heartbeat)
+	defer hb.Stop()
+	idle := true
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-cfg.Shutdown:
+			if cfg.OnShutdown != nil {
+				if b := cfg.OnShutdown(buf[:0]); len(b) > 0 {
+					write(b)
+				}
+			}
+			return nil
+		case <-hb.C:
+			if idle && !write(heartbeat) {
+				return nil
+			}
+			idle = true
+		case el, ok := <-ch:
+			buf = buf[:0]
+			var err error
+			for n := 0; ok; n++ {
+				if buf, err = appendMsg(buf, el); err != nil {
+					return err
+				}
+				if n+1 >= cfg.Batch || len(ch) == 0 {
+					break
+				}
+				el, ok = <-ch
+			}
+			if !ok && onClose != nil {
+				buf = onClose(buf)
+			}
+			if len(buf) > 0 {
+				if !write(buf) {
+					return nil
+				}
+				idle = false
+			}
+			if !ok {
+				return nil
+			}
+		}
+	}
+}
