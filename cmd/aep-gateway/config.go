@@ -120,7 +120,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Float64(&c.RateLimit, "rate-limit", 0, "events per second one tenant may ingest (token bucket; 0: unlimited); over it, 429 with the dialect's limit error and Retry-After")
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "replay depth advertised to dialect R consumers (discovery, hello); the gateway replays everything within --topic-retention")
-	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "dialect R SSE streams plus WebSocket connections one tenant may hold open on a node (0: unbounded)")
+	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")

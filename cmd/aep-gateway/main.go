@@ -28,6 +28,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -100,10 +101,20 @@ func newLogger(cfg config, w io.Writer) zerolog.Logger {
 }
 
 // serve runs the gateway until ctx ends (the first SIGINT/SIGTERM), then
-// drains: it stops accepting, lets in-flight requests finish their Kafka
-// writes, flushes the producer, and stops the broker. A second signal exits
-// at once (signal.NotifyContext's stop restores the default handler).
+// stops its components in the reverse order of their start, all within
+// --shutdown-timeout: the HTTP server stops accepting and ends every stream
+// (each with its dialect's last words) while in-flight requests finish
+// their Kafka writes; then the relay's indexers, the delivery engine, the
+// readiness probe, the producer (flushed) and the broker. A second signal
+// exits at once (signal.NotifyContext's stop restores the default handler).
 func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func()) error {
+	lc := &lifecycle{log: log}
+	// Whatever returns early stops what had started.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = lc.stop(sctx)
+	}()
 	seeds := cfg.brokers()
 	var embedded *embeddedBroker
 	if cfg.embedded() {
@@ -112,7 +123,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		if err != nil {
 			return err
 		}
-		defer embedded.Close()
+		lc.adds("embedded broker", embedded.Close)
 		seeds = []string{embedded.Addr()}
 		cfg.TopicReplicationFactor = 1
 		log.Info().Str("kafka", embedded.Addr()).Str("data_dir", cfg.DataDir).
@@ -128,7 +139,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	defer producer.Close()
+	lc.add("producer", func(ctx context.Context) error {
+		err := producer.Flush(ctx)
+		producer.Close()
+		return err
+	})
 
 	naming := partitioning.Naming{Template: cfg.TopicTemplate}
 	prov, err := partitioning.NewProvisioner(kadm.NewClient(producer), naming, partitioning.TopicConfig{
@@ -175,6 +190,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	srv.Start()
+	lc.add("gateway", srv.Shutdown)
 
 	// Delivery: the engine reads tenant topics and feeds the streaming
 	// bindings mounted on the server.
@@ -186,16 +202,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	lc.adds("delivery engine", eng.Close)
+	// Every stream of every binding is admitted by one Hub: one per-tenant
+	// cap, and one shutdown that ends them all.
+	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
-		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Logger: log}))
-	wsD := dialectd.NewWSHandler(eng, keyring, srv.IngestFunc(aep.DialectD),
-		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
-	srv.Mount(aep.DialectD, "/aep", wsD)
-	// Durable at_least_once subscriptions (docs/delivery-durable-d.md); their
-	// streams end with the engine at shutdown start.
+		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
+	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, keyring, srv.IngestFunc(aep.DialectD),
+		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log}))
+	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
-		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Logger: log})
+		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 
@@ -204,12 +221,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	rl, err := dialectr.New(dialectr.Config{
 		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: opts, Naming: naming, Topics: prov,
 		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
-		MaxStreamsPerTenant: cfg.MaxStreamsPerTenant, Logger: log,
+		Hub: hub, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	defer rl.Close()
+	lc.add("dialect R index", rl.Shutdown)
+	lc.add("streams", hub.Shutdown)
 	srv.Mount(aep.DialectR, "/stream", rl.Stream())
 	srv.Mount(aep.DialectR, "/socket", rl.Socket())
 	srv.AdvertiseR(map[string]string{"stream": "/stream", "socket": "/socket"}, rl.Capabilities())
@@ -225,40 +243,41 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		MaxHeaderBytes:    64 << 10,
 	}
 	// Streams never go idle: end them when shutdown starts, so that
-	// Shutdown only waits for in-flight ingest requests.
-	httpSrv.RegisterOnShutdown(eng.Close)
+	// Shutdown only waits for in-flight requests (and the streams' last
+	// words); the "streams" component then waits for the WebSocket
+	// connections, which http.Server does not track.
+	httpSrv.RegisterOnShutdown(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		_ = hub.Shutdown(sctx)
+	})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
+	lc.add("http server", func(ctx context.Context) error {
+		srv.Drain() // /readyz answers 503 from now on
+		err := httpSrv.Shutdown(ctx)
+		<-serveErr
+		return err
+	})
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
 		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
 
+	var serveFailed error
 	select {
 	case err := <-serveErr:
-		_ = srv.Shutdown(context.Background())
-		return fmt.Errorf("http server: %w", err)
+		serveErr <- err // for the http server's stop
+		serveFailed = fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
 	stopSignals() // a second signal now kills the process
 	log.Info().Dur("timeout", cfg.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
-	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	rl.Close() // R streams get their closing comment/frame with positions
-	// http.Server.Shutdown does not track hijacked (WebSocket) connections.
-	wsErr := wsD.Shutdown(sctx)
-	err = httpSrv.Shutdown(sctx)
-	if err == nil {
-		err = wsErr
+	if err := lc.stop(sctx); err != nil {
+		return errors.Join(serveFailed, fmt.Errorf("shutdown: %w", err))
 	}
-	<-serveErr
-	if serr := srv.Shutdown(sctx); err == nil {
-		err = serr
-	}
-	if ferr := producer.Flush(sctx); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if serveFailed != nil {
+		return serveFailed
 	}
 	log.Info().Msg("aep-gateway stopped")
 	return nil

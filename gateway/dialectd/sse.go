@@ -34,7 +34,11 @@ type SSEConfig struct {
 	Queue int
 	// Batch is how many queued events one write carries at most before a
 	// flush. Zero means 64.
-	Batch  int
+	Batch int
+	// Hub admits each stream with every other stream of the node
+	// (per-tenant cap) and ends it on shutdown. Nil means a Hub of the
+	// handler's own, without a cap.
+	Hub    *transport.Hub
 	Logger zerolog.Logger
 }
 
@@ -42,6 +46,7 @@ type sseHandler struct {
 	e   *engine.Engine
 	kr  *cursor.Keyring
 	cfg SSEConfig
+	hub *transport.Hub
 }
 
 // NewSSEHandler returns the dialect D event stream, GET /aep/events
@@ -59,7 +64,7 @@ func NewSSEHandler(e *engine.Engine, kr *cursor.Keyring, cfg SSEConfig) http.Han
 	if cfg.Batch <= 0 {
 		cfg.Batch = 64
 	}
-	return &sseHandler{e: e, kr: kr, cfg: cfg}
+	return &sseHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub)}
 }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string, retryable bool, details map[string]string) {
@@ -105,6 +110,12 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &streamState{tenant: requestTenant(r), mode: f.DeliveryMode(), from: f.FromCursor()}
+	stream, err := h.hub.Enter(st.tenant.String(), nil)
+	if err != nil {
+		refuseStream(w, err)
+		return
+	}
+	defer stream.Leave()
 	switch st.mode {
 	case "":
 		st.mode = ModeBestEffort
@@ -188,4 +199,25 @@ func (h *sseHandler) cursorAt(st *streamState, seq uint64) (string, error) {
 func requestTenant(r *http.Request) tenant.Tenant {
 	t, _ := tenant.FromContext(r.Context())
 	return t
+}
+
+// hubOf is h, or a Hub of one's own without a cap.
+func hubOf(h *transport.Hub) *transport.Hub {
+	if h == nil {
+		return transport.NewHub(0)
+	}
+	return h
+}
+
+// refuseStream answers a stream the Hub did not admit: 429 over the
+// tenant's cap (D has no limit code: protocol_error naming the limit, as
+// ingest does), 503 while shutting down.
+func refuseStream(w http.ResponseWriter, err error) {
+	if errors.Is(err, transport.ErrTenantLimit) {
+		writeErr(w, http.StatusTooManyRequests, aep.CodeDProtocolError,
+			"this tenant holds the most streams and connections allowed on this node; close one first", true,
+			map[string]string{"limit": "max_streams_per_tenant"})
+		return
+	}
+	writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the gateway is shutting down", true, nil)
 }

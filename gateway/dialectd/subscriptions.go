@@ -42,7 +42,11 @@ type SubscriptionsConfig struct {
 	MaxBodyBytes int64
 	// SetupTimeout bounds the Kafka work of one request (10s).
 	SetupTimeout time.Duration
-	Logger       zerolog.Logger
+	// Hub admits each stream with every other stream of the node
+	// (per-tenant cap) and ends it on shutdown. Nil means a Hub of the
+	// handler's own, without a cap.
+	Hub    *transport.Hub
+	Logger zerolog.Logger
 }
 
 // Bounds of per-subscription policy fields a client may set.
@@ -70,6 +74,7 @@ type SubscriptionsHandler struct {
 	cfg SubscriptionsConfig
 
 	mu     sync.Mutex
+	hub    *transport.Hub
 	active map[string]*engine.DurableStream // by tenant + "/" + id; guarded by mu
 }
 
@@ -95,7 +100,7 @@ func NewSubscriptionsHandler(e *engine.Engine, kr *cursor.Keyring, cfg Subscript
 		cfg.SetupTimeout = 10 * time.Second
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	return &SubscriptionsHandler{e: e, kr: kr, cfg: cfg, active: map[string]*engine.DurableStream{}}
+	return &SubscriptionsHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub), active: map[string]*engine.DurableStream{}}
 }
 
 func (h *SubscriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

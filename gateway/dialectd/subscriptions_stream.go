@@ -34,6 +34,12 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
 		return
 	}
+	stream, err := h.hub.Enter(tn.String(), nil)
+	if err != nil {
+		refuseStream(w, err)
+		return
+	}
+	defer stream.Leave()
 	key := tn.String() + "/" + id
 	h.mu.Lock()
 	if _, busy := h.active[key]; busy {
@@ -87,7 +93,7 @@ type durableSSE struct {
 }
 
 func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream) {
-	cfg := transport.SSEConfig{Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch}
+	cfg := transport.SSEConfig{Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown()}
 	onClose := func(buf []byte) []byte {
 		if !errors.Is(s.Err(), engine.ErrExpired) {
 			return buf

@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -14,6 +14,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // WSSubprotocol is the WebSocket subprotocol of dialect D 0.1
@@ -52,6 +53,10 @@ type WSConfig struct {
 	// AckPolicy is the redelivery policy of at_least_once subscriptions
 	// (zero fields: D reliability.md defaults, ack timeout 30s).
 	AckPolicy engine.AckPolicy
+	// Hub tracks the connections with every other stream of the node
+	// (per-tenant cap, shutdown). Nil means a Hub of the handler's own,
+	// without a cap.
+	Hub *transport.Hub
 	// OriginPatterns authorizes cross-origin browsers (coder/websocket
 	// AcceptOptions.OriginPatterns); the request host is always allowed.
 	OriginPatterns []string
@@ -96,10 +101,7 @@ type WSHandler struct {
 	cfg    WSConfig
 	sse    *sseHandler // for the cursor helpers shared with the SSE stream
 
-	mu     sync.Mutex
-	conns  map[*wsConn]struct{} // guarded by mu
-	closed bool                 // guarded by mu
-	wg     sync.WaitGroup       // one per open connection
+	hub *transport.Hub
 }
 
 // NewWSHandler returns the dialect D WebSocket binding. Subscriptions read
@@ -110,8 +112,8 @@ func NewWSHandler(e *engine.Engine, kr *cursor.Keyring, ingest ingest.Func, cfg 
 	cfg.withDefaults()
 	return &WSHandler{
 		e: e, kr: kr, ingest: ingest, cfg: cfg,
-		sse:   &sseHandler{e: e, kr: kr},
-		conns: map[*wsConn]struct{}{},
+		sse: &sseHandler{e: e, kr: kr},
+		hub: hubOf(cfg.Hub),
 	}
 }
 
@@ -132,11 +134,17 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "no authenticated tenant", false, nil)
 		return
 	}
-	if !h.track(1) {
-		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the gateway is shutting down", true, nil)
+	var cur atomic.Pointer[wsConn]
+	stream, err := h.hub.Enter(tn.String(), func() {
+		if c := cur.Load(); c != nil {
+			c.goAway()
+		}
+	})
+	if err != nil {
+		refuseStream(w, err)
 		return
 	}
-	defer h.wg.Done()
+	defer stream.Leave()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:   []string{WSSubprotocol},
 		OriginPatterns: h.cfg.OriginPatterns,
@@ -146,63 +154,21 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(int64(h.cfg.MaxMessageBytes))
 	c := newWSConn(h, ws, tn)
-	if !h.register(c) {
-		_ = ws.Close(websocket.StatusGoingAway, "shutting down")
-		return
+	cur.Store(c)
+	select {
+	case <-h.hub.ShuttingDown(): // began before cur was set
+		c.goAway()
+	default:
 	}
-	defer h.unregister(c)
 	c.serve()
 }
 
-// track adds n to the open connection count unless the handler is shut down.
-func (h *WSHandler) track(n int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return false
-	}
-	h.wg.Add(n)
-	return true
-}
-
-func (h *WSHandler) register(c *wsConn) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return false
-	}
-	h.conns[c] = struct{}{}
-	return true
-}
-
-func (h *WSHandler) unregister(c *wsConn) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.conns, c)
-}
-
-// Shutdown refuses new connections, closes every open one with 1001 (going
-// away) and waits for them to end, or for ctx. It is idempotent and returns
-// ctx.Err() when ctx ended first.
-func (h *WSHandler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closed = true
-	for c := range h.conns {
-		c.goAway()
-	}
-	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		h.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+// Shutdown shuts the handler's Hub down: new connections are refused,
+// every open stream of the Hub is closed (WebSocket connections with 1001,
+// going away) and waited for, or ctx. It is idempotent and returns
+// ctx.Err() when ctx ended first. With a Hub shared by several handlers
+// (WSConfig.Hub), the owner of the Hub shuts it down instead.
+func (h *WSHandler) Shutdown(ctx context.Context) error { return h.hub.Shutdown(ctx) }
 
 // wsOffersSubprotocol reports whether the handshake's Sec-WebSocket-Protocol
 // headers list proto.

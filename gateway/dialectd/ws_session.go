@@ -123,10 +123,8 @@ func (c *wsConn) open(attrs *aep.Attrs, raw []byte) bool {
 		return false
 	}
 	c.ready = true
-	if every := c.h.cfg.Heartbeat; every > 0 {
-		c.workers.Add(1)
-		go c.pinger(every)
-	}
+	c.conn.Ready()
+	c.conn.StartHeartbeat()
 	return true
 }
 

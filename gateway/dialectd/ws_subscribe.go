@@ -80,8 +80,7 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	c.subsMu.Unlock()
 	// Queued before the pump starts, so it precedes every delivery.
 	ok := c.reply("subscription.created", attrs.ID, created)
-	c.workers.Add(1)
-	go c.pump(s)
+	c.conn.Go(func() { c.pump(s) })
 	return ok
 }
 
@@ -222,7 +221,6 @@ func (c *wsConn) endSubs() {
 // subscription ends or the connection does. A subscription that ends on its
 // own (engine closed, a Kafka error, an undecodable stored event) is announced with subscription.expired.
 func (c *wsConn) pump(s *wsSub) {
-	defer c.workers.Done()
 	defer close(s.done)
 	if s.dur != nil {
 		c.pumpAck(s)

@@ -1,6 +1,7 @@
 package dialectr_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -71,7 +72,7 @@ func TestSSEPrettyPrintedEventOnOneLine(t *testing.T) {
 func TestSSECloseEndsStreams(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.getSSE(nil, nil)
-	e.relay.Close()
+	_ = e.relay.Shutdown(context.Background())
 	for {
 		m := c.next()
 		if m.comment == "ping" {

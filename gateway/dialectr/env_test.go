@@ -73,7 +73,7 @@ func newEnvGW(t testing.TB, mutate func(*dialectr.Config), gw func(*gateway.Conf
 	srv.Mount(aep.DialectR, "/socket", rl.Socket())
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		rl.Close()
+		_ = rl.Shutdown(context.Background())
 		hs.CloseClientConnections()
 		hs.Close()
 		eng.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -84,8 +85,14 @@ type Config struct {
 	// Dedupe bounds the (source, id) pairs remembered during one replay.
 	// Zero means DefaultDedupe.
 	Dedupe int
+	// Hub admits every stream and connection with the node's other
+	// streams (one per-tenant cap for every binding) and ends them on
+	// shutdown. Nil means a Hub of the Relay's own, capped by
+	// MaxStreamsPerTenant.
+	Hub *transport.Hub
 	// MaxStreamsPerTenant bounds the SSE streams plus WebSocket
-	// connections a tenant holds open on this node. Zero means no bound.
+	// connections a tenant holds open on this node, when the Relay has a
+	// Hub of its own. Zero means no bound.
 	MaxStreamsPerTenant int
 	// ReplayBuffer is the replay.buffer depth advertised in hello.
 	ReplayBuffer int
@@ -101,17 +108,13 @@ type Config struct {
 
 // Relay serves the dialect R consuming bindings.
 type Relay struct {
-	cfg Config
-
-	// ctx ends every stream and connection when Close cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // handlers in flight
+	cfg    Config
+	hub    *transport.Hub
+	ownHub bool
 
 	mu      sync.Mutex
 	closed  bool
 	tenants map[string]*tenantIndex
-	streams map[string]int // open streams and connections per tenant
 }
 
 // tenantIndex is a tenant's resume machinery, created once.
@@ -152,61 +155,45 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Relay{cfg: cfg, ctx: ctx, cancel: cancel, tenants: map[string]*tenantIndex{}, streams: map[string]int{}}, nil
+	rl := &Relay{cfg: cfg, hub: cfg.Hub, tenants: map[string]*tenantIndex{}}
+	if rl.hub == nil {
+		rl.hub, rl.ownHub = transport.NewHub(cfg.MaxStreamsPerTenant), true
+	}
+	return rl, nil
 }
 
-// errBusy: the tenant holds MaxStreamsPerTenant streams already.
-var errBusy = errors.New("dialectr: too many streams for the tenant")
-
-// enter registers a stream of tenant in flight: ErrClosed after Close,
-// errBusy over the tenant's bound. A nil error must be paired with leave.
-func (rl *Relay) enter(tenant string) error {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	if rl.closed {
-		return ErrClosed
-	}
-	if m := rl.cfg.MaxStreamsPerTenant; m > 0 && rl.streams[tenant] >= m {
-		return errBusy
-	}
-	rl.streams[tenant]++
-	rl.wg.Add(1)
-	return nil
+// enter admits a stream of tenant through the Hub; onShutdown (may be
+// nil) starts the stream's end when the Hub shuts down.
+func (rl *Relay) enter(tenant string, onShutdown func()) (*transport.Stream, error) {
+	return rl.hub.Enter(tenant, onShutdown)
 }
 
-func (rl *Relay) leave(tenant string) {
-	rl.mu.Lock()
-	if rl.streams[tenant]--; rl.streams[tenant] <= 0 {
-		delete(rl.streams, tenant)
-	}
-	rl.mu.Unlock()
-	rl.wg.Done()
-}
-
-// refuseEntry answers a stream enter refused.
+// refuseEntry answers a stream the Hub did not admit.
 func refuseEntry(w http.ResponseWriter, err error) {
-	if errors.Is(err, errBusy) {
+	if errors.Is(err, transport.ErrTenantLimit) {
 		writeError(w, http.StatusTooManyRequests, aep.CodeRLimitExceeded, "this tenant holds the most streams and connections allowed; close one first")
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "the relay is shutting down")
 }
 
-// Close ends every SSE stream and WebSocket connection (with a closing
-// frame), waits for their handlers, then stops the indexers and resolvers.
-// Handlers called after Close answer 503. It is idempotent.
-func (rl *Relay) Close() {
+// Shutdown ends every SSE stream (with a closing comment) and WebSocket
+// connection (with a closing frame) when the Relay owns its Hub, waits for
+// them up to ctx, then stops the indexers and resolvers. With a shared Hub
+// the Hub's owner shuts the streams down first. Streams asked for after
+// Shutdown get 503. It is idempotent and returns ctx.Err() when ctx ended
+// before the streams did.
+func (rl *Relay) Shutdown(ctx context.Context) error {
+	var err error
+	if rl.ownHub {
+		err = rl.hub.Shutdown(ctx)
+	}
 	rl.mu.Lock()
 	if rl.closed {
 		rl.mu.Unlock()
-		return
+		return err
 	}
 	rl.closed = true
-	rl.mu.Unlock()
-	rl.cancel()
-	rl.wg.Wait()
-	rl.mu.Lock()
 	tenants := rl.tenants
 	rl.tenants = map[string]*tenantIndex{}
 	rl.mu.Unlock()
@@ -216,11 +203,12 @@ func (rl *Relay) Close() {
 			ti.res.Close()
 		}
 		if ti.ix != nil {
-			if err := ti.ix.Close(); err != nil {
-				rl.cfg.Logger.Warn().Err(err).Msg("dialectr: indexer stopped early")
+			if ierr := ti.ix.Close(); ierr != nil {
+				rl.cfg.Logger.Warn().Err(ierr).Msg("dialectr: indexer stopped early")
 			}
 		}
 	}
+	return err
 }
 
 // resolver returns the tenant's Resolver, starting its Indexer and Resolver

@@ -2,17 +2,16 @@ package dialectr
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // Stream is the SSE binding, GET {base}/stream (AEP-0003 §3.3). Mount it
@@ -29,16 +28,17 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotAcceptable, "not-acceptable", "this endpoint serves text/event-stream only")
 		return
 	}
-	if _, ok := w.(http.Flusher); !ok {
+	if !transport.CanStream(w) {
 		writeError(w, http.StatusInternalServerError, "internal", "response writer cannot stream")
 		return
 	}
 	tn, _ := tenant.FromContext(r.Context())
-	if err := rl.enter(tn.String()); err != nil {
+	stream, err := rl.enter(tn.String(), nil)
+	if err != nil {
 		refuseEntry(w, err)
 		return
 	}
-	defer rl.leave(tn.String())
+	defer stream.Leave()
 
 	sp, rerr := rl.sseParams(r)
 	if rerr != nil {
@@ -67,13 +67,9 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	s := &sseStream{rl: rl, w: w, rc: http.NewResponseController(w), ceiling: sp.ceiling, gate: pl.gate}
-	s.run(r, sub, pl.exhausted)
+	transport.StartSSE(w)
+	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate}
+	s.run(w, r, sub, pl.exhausted)
 }
 
 // sseParams reads filter, capture, from and Last-Event-ID (from wins).
@@ -122,93 +118,48 @@ func acceptsEventStream(vals []string) bool {
 // sseStream is one SSE response, owned by its request's goroutine.
 type sseStream struct {
 	rl      *Relay
-	w       http.ResponseWriter
-	rc      *http.ResponseController
 	ceiling aep.Capture
 	gate    *replayGate // nil once caught up or when live
-	buf     []byte
 }
 
-func (s *sseStream) write() bool {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.rl.cfg.WriteTimeout)) // unsupported: no deadline
-	_, err := s.w.Write(s.buf)
-	s.buf = s.buf[:0]
-	return err == nil && s.rc.Flush() == nil
-}
-
-func (s *sseStream) run(r *http.Request, sub *engine.Subscription, marks []exhausted) {
+func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, marks []exhausted) {
+	var pre []byte
 	for _, m := range marks {
-		s.buf = appendExhaustedComment(s.buf, m)
+		pre = appendExhaustedComment(pre, m)
 	}
-	s.buf = append(s.buf, ": stream open\n\n"...)
-	if !s.write() {
-		return
+	cfg := transport.SSEConfig{
+		Heartbeat: s.rl.cfg.Ping, HeartbeatComment: "ping", WriteTimeout: s.rl.cfg.WriteTimeout,
+		Preamble: pre, Shutdown: s.rl.hub.ShuttingDown(),
+		OnShutdown: func(b []byte) []byte {
+			return append(b, ": closing: the relay is shutting down; reconnect with Last-Event-ID\n\n"...)
+		},
 	}
-	ping := time.NewTicker(s.rl.cfg.Ping)
-	defer ping.Stop()
-	idle := true
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-s.rl.ctx.Done():
-			s.buf = append(s.buf, ": closing: the relay is shutting down; reconnect with Last-Event-ID\n\n"...)
-			s.write()
-			return
-		case <-ping.C:
-			if idle {
-				s.buf = append(s.buf, ": ping\n\n"...)
-				if !s.write() {
-					return
-				}
-			}
-			idle = true
-		case d, ok := <-sub.C():
-			if !ok {
-				// The engine closed (or the catch-up failed): tell the
-				// client to come back; its Last-Event-ID resumes exactly.
-				if err := sub.Err(); err != nil && !errors.Is(err, engine.ErrClosed) {
-					s.rl.cfg.Logger.Warn().Err(err).Msg("dialectr: subscription ended")
-				}
-				s.buf = append(s.buf, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
-				s.write()
-				return
-			}
-			s.add(d)
-			for n := 1; n < 64 && len(sub.C()) > 0; n++ {
-				if d, ok = <-sub.C(); !ok {
-					break
-				}
-				s.add(d)
-			}
-			if len(s.buf) > 0 {
-				if !s.write() {
-					return
-				}
-				idle = false
-			}
-			if !ok {
-				return
-			}
+	onClose := func(b []byte) []byte {
+		// The engine closed (or the catch-up failed): tell the client to
+		// come back; its Last-Event-ID resumes exactly.
+		if err := sub.Err(); err != nil && !errors.Is(err, engine.ErrClosed) {
+			s.rl.cfg.Logger.Warn().Err(err).Msg("dialectr: subscription ended")
 		}
+		return append(b, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
 	}
+	_ = transport.ServeSSE(w, r, cfg, sub.C(), s.add, onClose)
 }
 
 // add appends the SSE message of one delivery, if it is delivered.
-func (s *sseStream) add(d engine.Delivery) {
+func (s *sseStream) add(buf []byte, d engine.Delivery) ([]byte, error) {
 	if d.CaughtUp {
 		s.gate = nil
-		return
+		return buf, nil
 	}
 	if s.gate != nil && !s.gate.admit(d.Event) {
-		return
+		return buf, nil
 	}
 	raw, err := s.rl.eventBytes(d.Event, s.ceiling)
 	if err != nil {
 		s.rl.cfg.Logger.Warn().Err(err).Int32("partition", d.Partition()).Int64("offset", d.Offset()).Msg("dialectr: event not delivered: down-level failed")
-		return
+		return buf, nil
 	}
-	s.buf = appendSSEMessage(s.buf, &d.Event.Attrs, raw)
+	return appendSSEMessage(buf, &d.Event.Attrs, raw), nil
 }
 
 // appendSSEMessage appends event:, data: (the event on one line) and, for a
@@ -270,11 +221,5 @@ func appendExhaustedComment(buf []byte, m exhausted) []byte {
 
 // writeError writes a dialect R error body (AEP-0003 §3.2.3 shape).
 func writeError(w http.ResponseWriter, status int, code, detail string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Error  string `json:"error"`
-		Detail string `json:"detail"`
-	}{code, detail})
+	transport.WriteJSON(w, status, aep.RError{Error: code, Detail: detail})
 }

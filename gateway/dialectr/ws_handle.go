@@ -96,7 +96,7 @@ func (c *wsConn) hello(f *inFrame) bool {
 		Identity:     map[string]string{"agent": "aep-gateway"},
 		Capabilities: c.rl.Capabilities(),
 	}))
-	c.greeted.Store(true)
+	c.conn.StartHeartbeat()
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // wsSub is one subscription of a connection, served by its pump.
@@ -54,8 +55,7 @@ func (c *wsConn) subscribe(f *inFrame) {
 	c.subsMu.Lock()
 	c.subs[id] = s
 	c.subsMu.Unlock()
-	c.workers.Add(1)
-	go c.pump(ctx, s, sp)
+	c.conn.Go(func() { c.pump(ctx, s, sp) })
 }
 
 func (c *wsConn) subParams(f *inFrame) (subParams, *reqError) {
@@ -102,7 +102,7 @@ func (c *wsConn) unsubscribe(f *inFrame) {
 		s.cancel()
 		<-s.done
 	}
-	c.push(outFrame{msg: marshal(idFrame{Type: "unsubscribed", ID: id}), forget: id})
+	c.push(transport.Item{Msg: marshal(idFrame{Type: "unsubscribed", ID: id}), Meta: forget(id)})
 }
 
 // stopSubs stops every subscription and waits for their pumps.
@@ -133,7 +133,6 @@ func (c *wsConn) forgetSub(s *wsSub) {
 // subscribed and any replay-exhausted frames, then moves deliveries into
 // the outbound queue until the subscription or the connection ends.
 func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
-	defer c.workers.Done()
 	defer close(s.done)
 	c.rl.startIndex(ctx, c.tenant.String())
 	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all)
@@ -149,7 +148,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		return
 	}
 	defer sub.Close()
-	if !c.pushSub(ctx, outFrame{msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
+	if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
 		return
 	}
 	for _, m := range pl.exhausted {
@@ -157,7 +156,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		if m.Earliest != nil {
 			ef.Earliest = &earliest{Epoch: m.Earliest.Epoch, Seq: m.Earliest.Seq}
 		}
-		if !c.pushSub(ctx, outFrame{msg: marshal(ef)}) {
+		if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(ef)}) {
 			return
 		}
 	}
@@ -194,23 +193,13 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 			c.log.Warn().Err(err).Int32("partition", d.Partition()).Int64("offset", d.Offset()).Msg("dialectr: event not delivered: down-level failed")
 			continue
 		}
-		f := outFrame{msg: raw, sub: s.id}
-		f.pos, f.hasPos = positionOf(&d.Event.Attrs)
-		if !c.pushSub(ctx, f) {
+		it := transport.Item{Msg: raw}
+		if pos, ok := positionOf(&d.Event.Attrs); ok {
+			it.Meta = delivered{sub: s.id, pos: pos}
+		}
+		if !c.conn.SendCtx(ctx, it) {
 			return
 		}
-	}
-}
-
-// pushSub queues f for a subscription, waiting for room; false when the
-// subscription (ctx) or the connection is ending, so that unsubscribe never
-// waits for the writer.
-func (c *wsConn) pushSub(ctx context.Context, f outFrame) bool {
-	select {
-	case c.out <- f:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -222,5 +211,5 @@ func (c *wsConn) startFailed(ctx context.Context, s *wsSub, err error) {
 		return // unsubscribed or connection ending
 	}
 	c.log.Error().Err(err).Str("sub", s.id).Msg("dialectr: subscription could not start")
-	c.push(outFrame{msg: marshal(errorFrame{Type: "error", ID: s.id, Code: aep.CodeRLimitExceeded, Detail: "the event log is unavailable; subscribe again later"})})
+	c.send(marshal(errorFrame{Type: "error", ID: s.id, Code: aep.CodeRLimitExceeded, Detail: "the event log is unavailable; subscribe again later"}))
 }

@@ -1,6 +1,7 @@
 package dialectr_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -259,7 +260,7 @@ func TestWSClosingOnShutdown(t *testing.T) {
 	for range 4 { // both events on both subscriptions
 		w.nextRaw()
 	}
-	e.relay.Close()
+	_ = e.relay.Shutdown(context.Background())
 	var cf struct {
 		Type      string
 		Reason    string

@@ -1,0 +1,120 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+var (
+	// ErrShuttingDown refuses a stream once Shutdown has started.
+	ErrShuttingDown = errors.New("transport: shutting down")
+	// ErrTenantLimit refuses a stream over the tenant's cap.
+	ErrTenantLimit = errors.New("transport: the tenant holds the most streams allowed")
+)
+
+// Hub tracks the open streams (SSE responses and WebSocket connections) of
+// every binding on this node: one per-tenant cap for all of them, and one
+// Shutdown that ends them all and waits. The zero value is not usable;
+// call NewHub. A Hub is safe for concurrent use.
+type Hub struct {
+	maxPerTenant int
+
+	mu       sync.Mutex
+	closed   bool
+	perTen   map[string]int       // open streams per tenant; guarded by mu
+	live     map[*Stream]struct{} // guarded by mu
+	wg       sync.WaitGroup       // one per open stream
+	shutdown chan struct{}        // closed when Shutdown starts
+}
+
+// NewHub returns a Hub that admits at most maxPerTenant open streams per
+// tenant (every binding counted together); zero or negative means no cap.
+func NewHub(maxPerTenant int) *Hub {
+	return &Hub{maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{})}
+}
+
+// Stream is one admitted stream; Leave it exactly once when it ends.
+type Stream struct {
+	h        *Hub
+	tenant   string
+	onStop   func()
+	stopOnce sync.Once
+}
+
+// Enter admits a stream of tenant. onShutdown (may be nil) is called once
+// when Shutdown starts, from Shutdown's goroutine: it must only start the
+// stream's end (queue last words, cancel), not wait for it. The error is
+// ErrShuttingDown or ErrTenantLimit.
+func (h *Hub) Enter(tenant string, onShutdown func()) (*Stream, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrShuttingDown
+	}
+	if h.maxPerTenant > 0 && h.perTen[tenant] >= h.maxPerTenant {
+		return nil, ErrTenantLimit
+	}
+	h.perTen[tenant]++
+	s := &Stream{h: h, tenant: tenant, onStop: onShutdown}
+	h.live[s] = struct{}{}
+	h.wg.Add(1)
+	return s, nil
+}
+
+// Leave ends the stream's admission. Idempotent.
+func (s *Stream) Leave() {
+	s.stopOnce.Do(func() {
+		h := s.h
+		h.mu.Lock()
+		if h.perTen[s.tenant]--; h.perTen[s.tenant] <= 0 {
+			delete(h.perTen, s.tenant)
+		}
+		delete(h.live, s)
+		h.mu.Unlock()
+		h.wg.Done()
+	})
+}
+
+// ShuttingDown is closed when Shutdown starts; SSE loops take it as their
+// SSEConfig.Shutdown.
+func (h *Hub) ShuttingDown() <-chan struct{} { return h.shutdown }
+
+// Open is the number of open streams of tenant.
+func (h *Hub) Open(tenant string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.perTen[tenant]
+}
+
+// Shutdown refuses new streams, tells every open one to end (its
+// onShutdown) and waits until all have left, or ctx ends. It is idempotent
+// and returns ctx.Err() when ctx ended first.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	var stops []func()
+	if !h.closed {
+		h.closed = true
+		close(h.shutdown)
+		for s := range h.live {
+			if s.onStop != nil {
+				stops = append(stops, s.onStop)
+			}
+		}
+	}
+	h.mu.Unlock()
+	for _, f := range stops {
+		f()
+	}
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
