@@ -295,7 +295,7 @@ func TestDQuery(t *testing.T) {
 		})
 	}
 	rejects := []struct{ name, query, msg string }{
-		{"nothing", "", "at least one filter criterion"},
+		{"nothing", "", "at least one filter criterion; types=* receives every event"},
 		{"only foreign parameters", "access_token=x", "at least one filter criterion"},
 		{"only carried", "delivery_mode=best_effort", "at least one filter criterion"},
 		{"session only", "session_id=sess_01", "at least one of types, source, target or topic"},

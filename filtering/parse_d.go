@@ -183,7 +183,7 @@ func (b *dBuilder) finish() (*Filter, error) {
 	scoped := b.has[fSession] || b.has[fConversation] || b.has[fTask]
 	switch {
 	case !criteria && !scoped:
-		return nil, errD("", "subscription must include at least one filter criterion")
+		return nil, errD("", "subscription must include at least one filter criterion; types=* receives every event")
 	case !criteria:
 		return nil, errD("", "subscription filter must include at least one of types, source, target or topic; add types=* to receive every type within the session_id, conversation_id or task_id scope")
 	}
