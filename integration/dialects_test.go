@@ -14,15 +14,6 @@ import (
 	"github.com/coder/websocket"
 )
 
-// testGatewayArgs are the flags of a gateway on this test's broker, with
-// topics of 3 partitions named after the test.
-func testGatewayArgs(t *testing.T) []string {
-	b := StartBroker(t)
-	prefix := strings.ReplaceAll(TopicName(t), "_", "-")
-	return []string{"--kafka-brokers", strings.Join(b.Seeds, ","),
-		"--topic-template", prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"}
-}
-
 // withoutDelivery is the event with its top-level delivery member removed,
 // re-encoded with sorted keys, so that a stored or delivered event can be
 // compared with the line it came from.
@@ -73,7 +64,7 @@ func TestConformanceDThroughTheBinary(t *testing.T) {
 		t.Fatalf("%d fixture events, %d with delivery; want 41 and 11", n, upstream)
 	}
 
-	g := startGateway(t, testGatewayArgs(t)...)
+	g := startGateway(t, rArgs(t)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/aep/events?types=*", nil)
@@ -113,7 +104,7 @@ func TestConformanceDThroughTheBinary(t *testing.T) {
 // (SSE, WebSocket, durable API) with subscription_rejected and a message
 // that suggests types=*.
 func TestSessionOnlySubscriptionRefusedThroughTheBinary(t *testing.T) {
-	g := startGateway(t, testGatewayArgs(t)...)
+	g := startGateway(t, rArgs(t)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	refused := func(binding string, status, wantStatus int, body []byte) {
@@ -193,7 +184,7 @@ func TestValidatePayloadsThroughTheBinary(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	args := testGatewayArgs(t)
+	args := rArgs(t)
 	g := startGateway(t, append(args, "--validate-payloads")...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -223,6 +214,33 @@ func TestValidatePayloadsThroughTheBinary(t *testing.T) {
 	if single != 25 || onData != 8 {
 		t.Errorf("%d single-event cases, %d refused on a data field; want 25 and 8", single, onData)
 	}
+	// The same on the /socket emitter path: an in-band error naming the event.
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct{ ID string }
+	_ = json.Unmarshal([]byte(payloadCase), &ev)
+	for _, frame := range []string{`{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"it"}}`, payloadCase} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var frames []map[string]any
+	for len(frames) < 2 {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("socket: %v", err)
+		}
+		var m map[string]any
+		if json.Unmarshal(data, &m) == nil && m["type"] != "ping" {
+			frames = append(frames, m)
+		}
+	}
+	if frames[0]["type"] != "hello" || frames[1]["type"] != "error" || frames[1]["code"] != "invalid-event" || frames[1]["event"] != ev.ID {
+		t.Errorf("socket emitter: %v, want hello then invalid-event for %s", frames, ev.ID)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
 	g.stop()
 
 	plain := startGateway(t, args...)
