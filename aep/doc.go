@@ -16,10 +16,13 @@
 // (JSON syntax, UTF-8, depth and size [Limits], then the dialect's envelope
 // rules on the recorded top-level members) and return fresh copies of the
 // routing attributes; every refusal is an [*Error] carrying the dialect's own
-// code. [Codes] lists both dialects' complete error vocabularies with the HTTP
+// code. With [Limits].ValidatePayloads, the data of a dialect R event of a
+// registered AEP-0002 type is also checked against the specification's
+// payload schema (embedded from schemas/r). [Codes] lists both dialects' complete error vocabularies with the HTTP
 // statuses the specs give; [SupportedVersions] and [AcceptVersionHeader] cover
 // version negotiation. docs/dialects.md is the ingest contract built on this
 // package and the record of the choices made where the specs are silent.
 //
-// Everything in this package is safe for concurrent use; it holds no state.
+// Everything in this package is safe for concurrent use; it holds no state
+// but the payload schemas, compiled once on first use and read-only after.
 package aep

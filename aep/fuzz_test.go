@@ -99,6 +99,16 @@ func checkParse(t *testing.T, raw []byte) {
 	if !json.Valid(raw) || !utf8.Valid(raw) {
 		t.Fatalf("accepted input that is not valid UTF-8 JSON: %q", raw)
 	}
+	// Payload validation only ever refuses more, and with a complete error.
+	withP := lim
+	withP.ValidatePayloads = true
+	if b, err := Parse(raw, withP); err == nil {
+		if !attrsEqual(a, b) {
+			t.Fatalf("payload validation changed the attributes: %+v, %+v", a, b)
+		}
+	} else if e := AsError(err); e == nil || e.Code == "" || e.Message == "" || e.HTTPStatus() != 400 {
+		t.Fatalf("payload refusal %#v is not a complete 400 *Error", err)
+	}
 	ms, dup, rerr := refMembers(raw)
 	if rerr != nil || dup {
 		t.Fatalf("accepted input with duplicate members or that the reference cannot read (%v): %q", rerr, raw)

@@ -24,6 +24,13 @@ type Limits struct {
 	// D payload that is itself a string, are bounded only by MaxEventBytes
 	// (default 4096).
 	MaxStringBytes int
+	// ValidatePayloads checks the data of a dialect R event whose type is
+	// registered in AEP-0002 against the type's payload schema
+	// (schemas/r, payload_r.go) and refuses a mismatch with invalid-event
+	// naming the field (e.g. data.cost.currency). Off (false) by default: a
+	// relay forwards payloads it does not understand. Unregistered types and
+	// dialect D events are never checked.
+	ValidatePayloads bool
 }
 
 // Default limits, used for zero fields of [Limits].

@@ -49,6 +49,7 @@ type member struct {
 	start, end int    // value span in the input
 	kind       valKind
 	esc        bool // a string value that contains escapes
+	nameEsc    bool // the name is written with escapes
 	ext        bool // an R extension attribute, set by validation
 }
 
@@ -176,7 +177,7 @@ func (s *scanner) topMember(i int) (int, *failure) {
 	} else {
 		name = b[i+1 : nameEnd-1]
 	}
-	m := member{name: name, attr: lookupAttr(name)}
+	m := member{name: name, attr: lookupAttr(name), nameEsc: nameEsc}
 	if m.attr != aUnknown {
 		if s.idx[m.attr] != 0 {
 			return 0, &failure{kind: KindInvalid, field: string(name), msg: "duplicate member " + quoteTrunc(name) + " (ambiguous: the first and the last value differ in meaning between JSON parsers)", off: i}

@@ -84,7 +84,7 @@ func (p *parser) validateD(a *Attrs) *failure {
 		case aEvidenceChain:
 			f = p.evidenceChainD(m)
 		case aDelivery:
-			f = fail(KindInvalid, "delivery", "delivery is assigned by the gateway when it delivers an event; a published event must not carry it")
+			f = p.deliveryD(m)
 		}
 		if f != nil {
 			return f
@@ -246,5 +246,44 @@ func (p *parser) evidenceChainD(m *member) *failure {
 			return nil
 		}
 		i = p.skipWS(i + 1) // ','
+	}
+}
+
+var deliveryModesD = [...]string{"best_effort", "at_least_once", "replayable"}
+
+// deliveryD checks the delivery object of an event relayed from an upstream
+// AEP hop against the envelope schema: an object whose mode, sequence and
+// cursor, when present, are an enum, an integer >= 0 and a string; other
+// members are allowed. The event is stored as received; a stream of this
+// gateway replaces the member with its own when it delivers the event, which
+// finds the member by its name as written, so a name written with escapes is
+// refused (it would survive beside the gateway's own).
+func (p *parser) deliveryD(m *member) *failure {
+	if m.nameEsc {
+		return fail(KindInvalid, "delivery", "the delivery member name must be written without escapes")
+	}
+	if f := wantKindD(m, vObject, "an object"); f != nil {
+		return f
+	}
+	it := p.members(m.start)
+	for {
+		name, v, ok := it.next()
+		if !ok {
+			return nil
+		}
+		switch string(name) {
+		case "mode":
+			if !p.oneOf(v, deliveryModesD[:]) {
+				return fail(KindInvalid, "delivery", "delivery.mode must be one of "+listOf(deliveryModesD[:])+"; got "+quoteTrunc(p.raw(v)))
+			}
+		case "sequence":
+			if v.kind != vNumber || !nonNegIntegral(p.raw(v)) {
+				return fail(KindInvalid, "delivery", "delivery.sequence must be an integer >= 0; got "+quoteTrunc(p.raw(v)))
+			}
+		case "cursor":
+			if v.kind != vString {
+				return fail(KindInvalid, "delivery", "delivery.cursor must be a string, not "+v.kind.String())
+			}
+		}
 	}
 }

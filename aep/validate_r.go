@@ -104,7 +104,13 @@ func (p *parser) validateR(a *Attrs) *failure {
 	if p.nExt > p.lim.MaxExtensions {
 		return fail(KindLimit, "", strconv.Itoa(p.nExt)+" extension attributes, over the limit of "+strconv.Itoa(p.lim.MaxExtensions))
 	}
-	return p.scopeR(typ)
+	if f := p.scopeR(typ); f != nil {
+		return f
+	}
+	if p.lim.ValidatePayloads {
+		return p.payloadR(typ)
+	}
+	return nil
 }
 
 // scopeR applies the session/seq rules of AEP-0001 §5.2 by the type's scope.

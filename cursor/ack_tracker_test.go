@@ -129,6 +129,7 @@ func TestAckTrackerTable(t *testing.T) {
 // random operations: reads with gaps, filtered reads, acks out of order,
 // duplicates, acks of unknown offsets and of other partitions.
 func TestAckTrackerModel(t *testing.T) {
+	t.Parallel()
 	seeds := 200
 	if testing.Short() {
 		seeds = 20

@@ -3,6 +3,7 @@ package cursor
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,9 +70,12 @@ func equalPO(a, b []PartitionOffset) bool {
 // TestCommitterAndGapsOnKafka commits a tracker's frontier through a
 // consumer group, reads it back, then makes the log lose it three ways.
 func TestCommitterAndGapsOnKafka(t *testing.T) {
+	t.Parallel()
 	_, opts := newCluster(t, map[string]int32{"aep.acme.events": 3})
 	ctx := context.Background()
-	cl, err := kgo.NewClient(opts...)
+	// The recreated topic is seen once the client refreshes its metadata,
+	// which it does at most every MetadataMinAge (default 5 s).
+	cl, err := kgo.NewClient(append(opts, kgo.MetadataMinAge(50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

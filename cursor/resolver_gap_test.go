@@ -12,13 +12,21 @@ import (
 // reached (indexer stopped, events produced after) and retention: a
 // position whose successor was deleted is a Gap, never a silent restart.
 func TestResolveTailAndRetention(t *testing.T) {
+	t.Parallel()
 	const parts = 2
+	// Full size (AEP_TEST_LONG=1): a 300-event session among 3300 records,
+	// then 100 more among 1100 with the indexer down. Otherwise half of it:
+	// still 6 distances indexed and an unindexed stretch of 2 distances.
+	n1, o1, n2, o2 := 150, 1500, 50, 500
+	if longTests() {
+		n1, o1, n2, o2 = 300, 3000, 100, 1000
+	}
 	_, opts := newCluster(t, map[string]int32{"aep.t.events": parts, "aep.t.index": 1})
 	ctx := context.Background()
 	session := "s_tail"
 	p := partitionOf(session, parts)
 	others := sameShard("o-", p, parts, 5)
-	first := sessionLog(session, others, 300, 3000, 5)
+	first := sessionLog(session, others, n1, o1, 5)
 	produce(t, opts, "aep.t.events", first)
 	ends := map[int32]int64{}
 	for _, e := range first {
@@ -45,7 +53,7 @@ func TestResolveTailAndRetention(t *testing.T) {
 			break
 		}
 	}
-	second := sessionLog(session, others, 100, 1000, 6)
+	second := sessionLog(session, others, n2, o2, 6)
 	for i := range second {
 		if second[i].session == session {
 			second[i].epoch += last.epoch + 1 // the emitter restarted: a new epoch

@@ -261,10 +261,10 @@ func TestDQuery(t *testing.T) {
 		match             bool
 	}{
 		{"repeated and comma", "types=a.b,c.d&types=task.*", `{"types":["a.b","c.d","task.*"]}`, true},
-		{"session only implies all types", "session_id=sess_01", `{"types":["*"],"session_id":["sess_01"]}`, true},
-		{"session only other session", "session_id=sess_02", `{"types":["*"],"session_id":["sess_02"]}`, false},
-		{"task only implies all types", "task_id=t1", `{"types":["*"],"task_id":["t1"]}`, false},
-		{"conversation only", "conversation_id=c1,c2", `{"types":["*"],"conversation_id":["c1","c2"]}`, false},
+		{"session with all types", "types=*&session_id=sess_01", `{"types":["*"],"session_id":["sess_01"]}`, true},
+		{"other session", "session_id=sess_02&types=*", `{"types":["*"],"session_id":["sess_02"]}`, false},
+		{"task with all types", "task_id=t1&types=*", `{"types":["*"],"task_id":["t1"]}`, false},
+		{"conversation with all types", "conversation_id=c1,c2&types=*", `{"types":["*"],"conversation_id":["c1","c2"]}`, false},
 		{"source and session", "source=agent:a&session_id=sess_01", `{"source":["agent:a"],"session_id":["sess_01"]}`, true},
 		{"everything", "types=task.*&source=agent:a&target=x&topic=t&session_id=s&conversation_id=c&task_id=k&from_cursor=cur,1&delivery_mode=replayable",
 			`{"types":["task.*"],"source":["agent:a"],"target":["x"],"topic":["t"],"session_id":["s"],"conversation_id":["c"],"task_id":["k"],"from_cursor":"cur,1","delivery_mode":"replayable"}`, false},
@@ -295,9 +295,14 @@ func TestDQuery(t *testing.T) {
 		})
 	}
 	rejects := []struct{ name, query, msg string }{
-		{"nothing", "", "at least one filter criterion"},
+		{"nothing", "", "at least one filter criterion; types=* receives every event"},
 		{"only foreign parameters", "access_token=x", "at least one filter criterion"},
 		{"only carried", "delivery_mode=best_effort", "at least one filter criterion"},
+		{"session only", "session_id=sess_01", "at least one of types, source, target or topic"},
+		{"session only suggests types=*", "session_id=sess_01&from_cursor=c", "add types=*"},
+		{"task only", "task_id=t1", "at least one of types, source, target or topic"},
+		{"conversation only", "conversation_id=c1,c2", "at least one of types, source, target or topic"},
+		{"all scopes", "session_id=s&conversation_id=c&task_id=t", "at least one of types, source, target or topic"},
 		{"empty value", "types=", "empty string"},
 		{"empty element", "types=a.b,,c.d", "empty string"},
 		{"trailing comma", "source=a,", "empty string"},
@@ -317,8 +322,9 @@ func TestDQuery(t *testing.T) {
 			}
 		})
 	}
-	// The JSON body form stays strict.
-	if _, err := ParseD([]byte(`{"session_id":"sess_01"}`)); err == nil {
-		t.Fatal("JSON form accepted a scope-only filter")
+	// The JSON body form refuses the same way, with the same suggestion.
+	_, err := ParseD([]byte(`{"session_id":"sess_01"}`))
+	if fe := filterErr(t, err, aep.DialectD, CodeSubscriptionRejected); !strings.Contains(fe.Message, "add types=*") {
+		t.Fatalf("JSON form message %q does not suggest types=*", fe.Message)
 	}
 }

@@ -148,12 +148,20 @@ func randFilter(t testing.TB, r *rand.Rand) *Filter {
 // subscriptions that evaluating every filter one by one returns, while
 // subscriptions come, go and are replaced.
 func TestIndexDifferential(t *testing.T) {
+	t.Parallel()
+	// 300 rounds at full size (AEP_TEST_LONG=1), 100 otherwise: the live
+	// set then still grows to several hundred filters with every kind of
+	// member, and the run must still find over 1000 matches.
+	rounds := 100
+	if longTests() {
+		rounds = 300
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	x := NewIndex()
 	live := map[ID]*Filter{}
 	var got, want []ID
 	matched := 0
-	for round := 0; round < 300; round++ {
+	for round := 0; round < rounds; round++ {
 		for i := 0; i < 20; i++ {
 			id := ID(r.IntN(2000))
 			if r.IntN(4) == 0 {
@@ -267,6 +275,7 @@ func TestIndexBasics(t *testing.T) {
 // unsubscribe. Run with -race. A subscription that stays in the index for
 // the whole test must be found by every Match.
 func TestIndexConcurrent(t *testing.T) {
+	t.Parallel()
 	x := NewIndex()
 	x.Add(0, mustD(t, `{"types":"memory.*","session_id":"stable"}`))
 	x.Add(1, mustR(t, `{"type":"tool.*"}`))

@@ -45,7 +45,7 @@ func (l Limits) ParseD(data []byte) (*Filter, error) {
 			return nil, err
 		}
 	}
-	return b.finish(false)
+	return b.finish()
 }
 
 // dBuilder collects a dialect D filter from either of its forms.
@@ -175,19 +175,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// finish checks seed 000's requirements and compiles. impliedTypes is the
-// query form's rule: a scope (session_id, conversation_id, task_id) with no
-// types/source/target/topic implies types=*.
-func (b *dBuilder) finish(impliedTypes bool) (*Filter, error) {
+// finish checks seed 000's requirements ("Implementation must require at
+// least one of types, source, target, or topic") and compiles. A scope
+// (session_id, conversation_id, task_id) alone is not enough, in either form.
+func (b *dBuilder) finish() (*Filter, error) {
 	criteria := b.hasTypes || b.has[fSource] || b.has[fTarget] || b.has[fTopic]
 	scoped := b.has[fSession] || b.has[fConversation] || b.has[fTask]
 	switch {
 	case !criteria && !scoped:
-		return nil, errD("", "subscription must include at least one filter criterion")
-	case !criteria && impliedTypes:
-		b.types, b.hasTypes = []string{"*"}, true
+		return nil, errD("", "subscription must include at least one filter criterion; types=* receives every event")
 	case !criteria:
-		return nil, errD("", "subscription filter must include at least one of types, source, target or topic")
+		return nil, errD("", "subscription filter must include at least one of types, source, target or topic; add types=* to receive every type within the session_id, conversation_id or task_id scope")
 	}
 	f := &Filter{
 		dialect:      aep.DialectD,

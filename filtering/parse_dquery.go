@@ -15,9 +15,9 @@ func ParseDQuery(q url.Values) (*Filter, error) { return DefaultLimits.ParseDQue
 // session_id, conversation_id, task_id) may be repeated and each occurrence
 // may hold comma-separated values; from_cursor and delivery_mode are single
 // values. Other parameters (access_token, ...) belong to the caller and are
-// ignored. Unlike the JSON form, a filter with a session_id, conversation_id
-// or task_id scope and none of types, source, target, topic implies
-// types=* (D's SSE binding subscribes by session_id alone).
+// ignored. As in the JSON form, a filter must name at least one of types,
+// source, target or topic: a session_id, conversation_id or task_id scope
+// alone is refused (seed 000), with a message suggesting types=*.
 func (l Limits) ParseDQuery(q url.Values) (*Filter, error) {
 	l = l.withDefaults()
 	b := dBuilder{lim: l}
@@ -59,5 +59,5 @@ func (l Limits) ParseDQuery(q url.Values) (*Filter, error) {
 			return nil, err
 		}
 	}
-	return b.finish(true)
+	return b.finish()
 }

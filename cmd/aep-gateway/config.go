@@ -49,6 +49,7 @@ type config struct {
 	MaxBodyBytes        int64
 	MaxEventBytes       int
 	MaxBatchEvents      int
+	ValidatePayloads    bool
 	RateLimit           float64
 	ReplayBuffer        int
 	MaxStreamsPerTenant int
@@ -116,6 +117,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest ingest request body")
 	fs.Int(&c.MaxEventBytes, "max-event-bytes", 512<<10, "largest single event")
 	fs.Int(&c.MaxBatchEvents, "max-batch-events", 1000, "most events in one ingest request")
+	fs.Bool(&c.ValidatePayloads, "validate-payloads", false, "check the data of dialect R events of registered AEP-0002 types against the specification's payload schemas and refuse a mismatch with 400 invalid-event naming the field (off: payloads are forwarded unchecked, as a relay does)")
 
 	fs.Float64(&c.RateLimit, "rate-limit", 0, "events per second one tenant may ingest (token bucket; 0: unlimited); over it, 429 with the dialect's limit error and Retry-After")
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")

@@ -155,3 +155,17 @@ func TestCursorKeys(t *testing.T) {
 func cursorSample() cursor.Cursor {
 	return cursor.Cursor{Partitions: 3, Sequence: 7, Offsets: []cursor.PartitionOffset{{Partition: 1, Offset: 42}}}
 }
+
+func TestValidatePayloadsFlag(t *testing.T) {
+	c, err := parseConfig(nil, io.Discard)
+	if err != nil || c.ValidatePayloads {
+		t.Fatalf("default: %v %v, want off", c.ValidatePayloads, err)
+	}
+	t.Setenv("AEP_VALIDATE_PAYLOADS", "true")
+	if c, err = parseConfig(nil, io.Discard); err != nil || !c.ValidatePayloads {
+		t.Fatalf("AEP_VALIDATE_PAYLOADS=true: %v %v", c.ValidatePayloads, err)
+	}
+	if c, err = parseConfig([]string{"--validate-payloads=false"}, io.Discard); err != nil || c.ValidatePayloads {
+		t.Fatalf("command line must win: %v %v", c.ValidatePayloads, err)
+	}
+}

@@ -182,6 +182,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Registry: reg,
 		Limits: gateway.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
+			Event: aep.Limits{ValidatePayloads: cfg.ValidatePayloads},
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
 		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
