@@ -114,7 +114,7 @@ func TestLiveFanoutByFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tasks.Close()
-	sessB, err := e.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "session_id=b")})
+	sessB, err := e.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*&session_id=b")})
 	if err != nil {
 		t.Fatal(err)
 	}
