@@ -157,6 +157,7 @@ func authenticate(auth Authenticator, unauthorized func(w http.ResponseWriter, r
 				unauthorized(w, r)
 				return
 			}
+			noteTenant(r.Context(), tenant) // for the access log, which runs outside
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
 		})
 	}
