@@ -208,6 +208,26 @@ has jwt "name: aep-aep-gateway-cursor-keys"
 hasnt jwt "AEP_API_KEYS"
 hasnt jwt "AEP_ALLOW_UNAUTHENTICATED"
 
+# Every AEP_* variable the chart renders must be a flag's environment twin of the binary (`--help` lists
+# them as [$AEP_...]); a typo would be ignored silently by the pod. PENDING_FLAGS are flags other changes
+# are adding (JWKS, CORS): the chart already carries their values.
+PENDING_FLAGS="AEP_JWT_JWKS_URL AEP_JWT_JWKS_FILE AEP_CORS_ALLOWED_ORIGINS"
+if command -v go >/dev/null 2>&1 && (cd "$ROOT" && go run ./cmd/aep-gateway --help) >"$OUT/help.txt" 2>&1; then
+	known="$(grep -o '\[\$AEP_[A-Z0-9_]*\]' "$OUT/help.txt" | tr -d '[]$' | sort -u)"
+	for name in $(cat "$OUT"/*.yaml | grep -o 'name: AEP_[A-Z0-9_]*' | cut -d' ' -f2 | sort -u); do
+		if grep -qx "$name" <<<"$known"; then
+			case " $PENDING_FLAGS " in *" $name "*) log "note: $name is a flag now; drop it from PENDING_FLAGS" ;; esac
+		else
+			case " $PENDING_FLAGS " in
+			*" $name "*) ;;
+			*) fail "the chart sets $name, which is no flag of aep-gateway (see aep-gateway --help)" ;;
+			esac
+		fi
+	done
+else
+	log "go or aep-gateway --help unavailable: env names not checked against the flags"
+fi
+
 # Structure, where PyYAML exists: every document parses and names itself; env names are unique.
 if python3 -c 'import yaml' 2>/dev/null; then
 	paths=()
