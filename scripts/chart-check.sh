@@ -285,6 +285,10 @@ refuse jwks-not-url "http(s) URL" --set auth.jwt.jwks.url=issuer.example
 refuse short-grace "shorter than" --set terminationGracePeriodSeconds=20
 refuse bad-config-key "is not a flag name" --set config.Write_Timeout=1s
 refuse route-no-parent "parentRefs is required" --set httpRoute.enabled=true
+# values.schema.json: a misspelt or mistyped value fails instead of being ignored.
+refuse schema-typo "additional properties 'replicas' not allowed" --set replicas=3
+refuse schema-type "minimum: got 0" --set replicaCount=0
+refuse schema-enum "keyStrategy" --set topics.keyStrategy=random
 refuse bad-digest "64 hex characters" --set kafka.brokers=k:9092 --set auth.apiKeys[0].tenant=acme --set auth.apiKeys[0].sha256=abc
 refuse bad-tenant "must be letters" --set kafka.brokers=k:9092 --set "auth.apiKeys[0].tenant=a b" --set auth.apiKeys[0].sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 refuse bad-sasl "kafka.sasl.mechanism must be" --set kafka.brokers=k:9092 --set kafka.sasl.mechanism=GSSAPI --set kafka.sasl.username=u "${KEY[@]}"
