@@ -238,9 +238,23 @@ func TestRequestHistogramExcludesStreams(t *testing.T) {
 	_, _, _ = ws.Read(ctx) // the server's close
 	ws.CloseNow()
 
+	// A refused upgrade is an ordinary request.
+	refused, err := http.NewRequest(http.MethodGet, g.http.URL+"/socket", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused.Header.Set("Upgrade", "websocket")
+	refused.Header.Set("Connection", "Upgrade")
+	if resp, err := http.DefaultClient.Do(refused); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("upgrade without a key: %d, want 400 from websocket.Accept", resp.StatusCode)
+	}
+
 	// The middleware observes after the handler returns: poll.
 	deadline := time.Now().Add(5 * time.Second)
-	for histogramCount(t, reg, "aep_http_stream_duration_seconds", "/socket") == 0 && time.Now().Before(deadline) {
+	for (histogramCount(t, reg, "aep_http_stream_duration_seconds", "/socket") == 0 ||
+		histogramCount(t, reg, "aep_http_request_duration_seconds", "/socket") == 0) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, c := range []struct {
@@ -249,7 +263,7 @@ func TestRequestHistogramExcludesStreams(t *testing.T) {
 	}{
 		{"aep_http_request_duration_seconds", "/aep/events", 2}, // the two POSTs only
 		{"aep_http_stream_duration_seconds", "/aep/events", 1},
-		{"aep_http_request_duration_seconds", "/socket", 0},
+		{"aep_http_request_duration_seconds", "/socket", 1}, // the refused upgrade
 		{"aep_http_stream_duration_seconds", "/socket", 1},
 	} {
 		if got := histogramCount(t, reg, c.name, c.route); got != c.want {

@@ -71,11 +71,12 @@ func (m *metrics) rejected(d aep.Dialect, reason string, n int) {
 }
 
 // isStream reports whether a served request was a stream: an SSE response
-// (Content-Type text/event-stream, whatever the route) or a WebSocket
-// upgrade. Streams last as long as the client stays, so their durations say
-// nothing about request latency and go to their own histogram.
-func isStream(r *http.Request, w http.ResponseWriter) bool {
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+// (Content-Type text/event-stream, whatever the route) or an accepted
+// WebSocket upgrade (101; a refused one is an ordinary request). Streams last
+// as long as the client stays, so their durations say nothing about request
+// latency and go to their own histogram.
+func isStream(r *http.Request, w http.ResponseWriter, status int) bool {
+	if status == http.StatusSwitchingProtocols && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return true
 	}
 	ct, _, _ := strings.Cut(w.Header().Get("Content-Type"), ";")
@@ -98,7 +99,7 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-		if isStream(r, ww) {
+		if isStream(r, ww, status) {
 			m.streamSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		} else {
 			m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
