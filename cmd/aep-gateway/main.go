@@ -178,7 +178,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
 		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
-		AccessLogSampleN: cfg.accessLogSampleN(),
+
+		AccessLogSampleN: cfg.accessLogSampleN(), // --access-log-sample
 	}, deps)
 	if err != nil {
 		return err
