@@ -401,3 +401,63 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 		t.Logf("/metrics:\n%s", page)
 	}
 }
+
+// gaugeValue is the value of a gauge series with client=role.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, role string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "client" && l.GetValue() == role {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{client=%q}", name, role)
+	return 0
+}
+
+// Clients of one role share their series: a second client neither panics
+// on registration nor hides the first, closing one keeps the series, and the
+// buffered gauges add up the role's open clients.
+func TestKafkaClientMetricsShareOneRole(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	km := newKafkaClientMetrics(reg)
+	newClient := func() *kgo.Client {
+		// Nothing listens there: produced records stay buffered.
+		cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), km.consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	c1, c2 := newClient(), newClient()
+	defer c2.Close()
+	ctx := context.Background()
+	for i := range 5 {
+		cl := c1
+		if i >= 3 {
+			cl = c2
+		}
+		cl.Produce(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}, nil)
+	}
+	const name = "aep_kafka_buffered_produce_records_total"
+	if got := gaugeValue(t, reg, name, "consumer"); got != 5 {
+		t.Fatalf("%s = %v with 3 + 2 buffered, want 5", name, got)
+	}
+	c1.Close() // fails its 3 records
+	if got := gaugeValue(t, reg, name, "consumer"); got != 2 {
+		t.Fatalf("%s = %v after closing the first client, want 2", name, got)
+	}
+	if got := gaugeValue(t, reg, "aep_kafka_buffered_fetch_bytes", "consumer"); got != 0 {
+		t.Fatalf("buffered fetch bytes = %v, want 0", got)
+	}
+}
