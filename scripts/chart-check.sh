@@ -84,6 +84,7 @@ has defaults "image: \"aep-gateway:$release\""
 # it (quoting and escapes included), as `helm template`. KEY stands for a client's API key.
 mkdir -p "$OUT/docs"
 awk -v out="$OUT/docs" '
+	FNR == 1 { inblock = 0; cont = 0 }
 	/^```/ { inblock = !inblock; next }
 	!inblock { next }
 	cont { print > file; if ($0 !~ /\\$/) { close(file); cont = 0 }; next }
