@@ -6,13 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -269,5 +273,30 @@ func TestRequestHistogramExcludesStreams(t *testing.T) {
 		if got := histogramCount(t, reg, c.name, c.route); got != c.want {
 			t.Errorf("%s{route=%q} count = %d, want %d", c.name, c.route, got, c.want)
 		}
+	}
+}
+
+// BenchmarkAccessLog is the access log's cost per request (JSON to
+// io.Discard): every request logged against none but server errors.
+func BenchmarkAccessLog(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampleN int
+	}{{"every", 1}, {"sampled-1-in-100", 100}, {"off", math.MaxInt}} {
+		b.Run(c.name, func(b *testing.B) {
+			a := newAccessLogger(zerolog.New(io.Discard), c.sampleN)
+			r := chi.NewRouter()
+			r.Use(a.middleware)
+			r.With(authenticate(Authenticator{}, unauthorizedD)).Post("/aep/events", func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusAccepted)
+				_, _ = w.Write([]byte(`{"accepted":1}`))
+			})
+			req := httptest.NewRequest(http.MethodPost, "/aep/events?access_token=t", nil)
+			req.Header.Set(RequestIDHeader, "bench-1")
+			b.ReportAllocs()
+			for b.Loop() {
+				r.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
 	}
 }
