@@ -13,13 +13,15 @@
 ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION}-bookworm AS build
+# The commit, for `aep-gateway --version` and aep_build_info: docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD)
+ARG REVISION=unknown
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/root/go/pkg/mod go mod download
 COPY . .
 RUN --mount=type=cache,target=/root/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -ldflags="-s -w" -o /out/aep-gateway ./cmd/aep-gateway \
+    go build -ldflags="-s -w -X main.version=$(cat VERSION) -X main.revision=${REVISION}" -o /out/aep-gateway ./cmd/aep-gateway \
  && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

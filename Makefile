@@ -3,16 +3,21 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      ?= ./...
 BENCHTIME ?= 1s
+# The release's version (VERSION, also the chart's version and appVersion) and the commit, stamped into
+# the binary: `aep-gateway --version` and the aep_build_info metric show them.
+VERSION   ?= $(shell cat VERSION 2>/dev/null)
+REVISION  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+LDFLAGS   ?= -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
-.PHONY: run build test test-short bench fuzz vet kafka-up kafka-down clean
+.PHONY: run build test test-short bench fuzz vet tidy-check kafka-up kafka-down clean
 
 ## run: start the gateway; with no --kafka-brokers it embeds a Kafka-protocol broker with data in ./data
 run:
-	$(GO) run ./cmd/aep-gateway $(ARGS)
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/aep-gateway $(ARGS)
 
 ## build: build the binaries into ./bin
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 ## test: vet, then every test this machine can run (race detector on); integration tests use
 ## KAFKA_BROKERS when set, else testcontainers when Docker answers, else the embedded broker
@@ -30,6 +35,10 @@ bench:
 ## vet: go vet
 vet:
 	$(GO) vet $(PKGS)
+
+## tidy-check: go.mod and go.sum are exactly what `go mod tidy` leaves (CI runs it)
+tidy-check:
+	$(GO) mod tidy -diff
 
 ## kafka-up / kafka-down: a real single-node Apache Kafka (KRaft) on 127.0.0.1:9092, fetched from Maven Central
 kafka-up:

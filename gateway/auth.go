@@ -164,6 +164,7 @@ func authenticate(auth Authenticator, unauthorized func(w http.ResponseWriter, r
 				unauthorized(w, r)
 				return
 			}
+			noteTenant(r.Context(), name) // for the access log, which runs outside
 			next.ServeHTTP(w, r.WithContext(tenant.NewContext(r.Context(), t)))
 		})
 	}

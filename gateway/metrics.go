@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,7 +18,8 @@ import (
 // process, as tests do).
 type metrics struct {
 	requests       *prometheus.CounterVec   // route, method, code
-	requestSeconds *prometheus.HistogramVec // route
+	requestSeconds *prometheus.HistogramVec // route; streams excluded
+	streamSeconds  *prometheus.HistogramVec // route; SSE and WebSocket streams only
 	events         *prometheus.CounterVec   // dialect, result, reason
 	produceLatency *prometheus.HistogramVec // dialect
 	batchSize      *prometheus.HistogramVec // dialect
@@ -32,6 +34,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "aep_http_request_duration_seconds", Help: "HTTP request latency by route pattern (streams excluded).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route"}),
+		streamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aep_http_stream_duration_seconds", Help: "How long SSE and WebSocket streams stayed open, by route pattern.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9), // 1 s .. 18 h
 		}, []string{"route"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aep_ingest_events_total", Help: "Events offered for ingest by dialect, result (accepted|rejected) and reason.",
@@ -48,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "aep_broker_ready", Help: "1 while the Kafka cluster answers the readiness probe.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.requestSeconds, m.events, m.produceLatency, m.batchSize, m.ready)
+	reg.MustRegister(m.requests, m.requestSeconds, m.streamSeconds, m.events, m.produceLatency, m.batchSize, m.ready)
 	return m
 }
 
@@ -62,6 +68,19 @@ func (m *metrics) rejected(d aep.Dialect, reason string, n int) {
 	if n > 0 {
 		m.events.WithLabelValues(d.String(), "rejected", reason).Add(float64(n))
 	}
+}
+
+// isStream reports whether a served request was a stream: an SSE response
+// (Content-Type text/event-stream, whatever the route) or an accepted
+// WebSocket upgrade (101; a refused one is an ordinary request). Streams last
+// as long as the client stays, so their durations say nothing about request
+// latency and go to their own histogram.
+func isStream(r *http.Request, w http.ResponseWriter, status int) bool {
+	if status == http.StatusSwitchingProtocols && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return true
+	}
+	ct, _, _ := strings.Cut(w.Header().Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
 
 // instrument counts every request by its route pattern (never the raw path,
@@ -80,6 +99,10 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-		m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		if isStream(r, ww, status) {
+			m.streamSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		} else {
+			m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}
 	})
 }

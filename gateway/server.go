@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +38,9 @@ type Config struct {
 	// ReadyInterval is the broker probe period. Zero means 2s.
 	ReadyInterval time.Duration
 	Logger        zerolog.Logger
+	// AccessLogSampleN writes one access log line (info level) per N
+	// requests; server errors are always written. Zero means 1: every request.
+	AccessLogSampleN int
 	// Registry receives the gateway's metrics and is served on /metrics.
 	// Nil means a fresh registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -61,6 +63,7 @@ type Server struct {
 	ready   *readiness
 	limiter *tenantLimiter // nil when rate limiting is off
 	router  chi.Router
+	access  *accessLogger
 
 	// The discovery document's variable parts; set before serving.
 	discoEndpoints map[string]string
@@ -106,13 +109,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.RateLimit.enabled() {
 		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)
 	}
+	s.access = newAccessLogger(cfg.Logger, cfg.AccessLogSampleN)
 	s.router = s.routes()
 	return s, nil
 }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.metrics.instrument, s.accessLog)
+	r.Use(s.access.middleware, s.recoverer, s.metrics.instrument)
 
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
@@ -172,19 +176,6 @@ func (s *Server) topicName(r *http.Request) string {
 	return s.cfg.Naming.Events(TenantFrom(r.Context()))
 }
 
-// accessLog logs each request without its query string, which may carry an
-// access_token.
-func (s *Server) accessLog(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		start := time.Now()
-		next.ServeHTTP(ww, r)
-		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", ww.Status()).
-			Int("bytes", ww.BytesWritten()).Dur("took", time.Since(start)).Str("tenant", TenantFrom(r.Context())).
-			Msg("request")
-	})
-}
-
 // recoverer turns a panic in a handler into a 500 and a logged error: a bug
 // must cost one request, not the process.
 func (s *Server) recoverer(next http.Handler) http.Handler {
@@ -194,7 +185,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error().Interface("panic", v).Str("path", r.URL.Path).Msg("handler panicked")
+				s.log.Error().Interface("panic", v).Str("path", r.URL.Path).Str("request_id", RequestIDFrom(r.Context())).Msg("handler panicked")
 				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal"})
 			}
 		}()

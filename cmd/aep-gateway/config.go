@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	AccessLogSample int
+
+	ShowVersion bool // --version: print the version and exit
 }
 
 const usageHeader = `aep-gateway: a Kafka-backed, durable event gateway for the Agent Event Protocol.
@@ -127,6 +131,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.Int(&c.AccessLogSample, "access-log-sample", 1, "write one info-level access log line (request id, tenant, remote, route, status, bytes, latency) in every N requests; server errors are always written (0: none but server errors)")
+	// No environment twin: an AEP_VERSION meant for something else must not
+	// turn the server into a version printer.
+	fs.FlagSet.BoolVar(&c.ShowVersion, "version", false, "print the version, VCS revision and Go version, and exit")
 
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -182,6 +190,9 @@ func (c config) validate() error {
 	if c.RateLimit < 0 || c.RateBurst < 0 {
 		return errors.New("--rate-limit and --rate-burst must not be negative")
 	}
+	if c.AccessLogSample < 0 {
+		return fmt.Errorf("--access-log-sample %d: want 0 or more", c.AccessLogSample)
+	}
 	if c.MaxBatchEvents < 1 {
 		return fmt.Errorf("--max-batch-events %d: want at least 1", c.MaxBatchEvents)
 	}
@@ -201,6 +212,15 @@ func (c config) validate() error {
 
 // dev reports development mode: no way to authenticate anybody.
 func (c config) dev() bool { return c.APIKeys == "" && c.JWTSecretFile == "" && c.JWTPublicKey == "" }
+
+// accessLogSampleN is gateway.Config.AccessLogSampleN: 0 (server errors
+// only) becomes a sample no counter reaches.
+func (c config) accessLogSampleN() int {
+	if c.AccessLogSample == 0 {
+		return math.MaxInt
+	}
+	return c.AccessLogSample
+}
 
 func (c config) embedded() bool { return strings.TrimSpace(c.KafkaBrokers) == "" }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/twmb/franz-go/plugin/kzerolog"
 )
 
 // kafkaOpts are the connection options of every client the gateway opens:
@@ -21,7 +22,7 @@ func kafkaOpts(c config, seeds []string, log zerolog.Logger) ([]kgo.Opt, error) 
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("aep-gateway"),
-		kgo.WithLogger(kgoLogger{log}),
+		kgo.WithLogger(kafkaLogger(log)),
 		kgo.RetryTimeout(15 * time.Second),
 	}
 	if c.KafkaTLS || c.KafkaTLSCA != "" || c.KafkaTLSCert != "" {
@@ -41,6 +42,17 @@ func kafkaOpts(c config, seeds []string, log zerolog.Logger) ([]kgo.Opt, error) 
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// kafkaLogger routes franz-go's logs into zerolog (plugin/kzerolog, which
+// writes errors as their text) at warn and above whatever --log-level says:
+// the client's info and debug levels are per-connection chatter.
+func kafkaLogger(log zerolog.Logger) kgo.Logger {
+	l := log.With().Str("component", "kafka-client").Logger()
+	if l.GetLevel() < zerolog.WarnLevel {
+		l = l.Level(zerolog.WarnLevel)
+	}
+	return kzerolog.New(&l)
 }
 
 func tlsConfig(c config) (*tls.Config, error) {
@@ -64,27 +76,4 @@ func tlsConfig(c config) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
-}
-
-// kgoLogger routes franz-go's logs into zerolog at warn and above: the
-// client's info level is per-connection chatter.
-type kgoLogger struct{ log zerolog.Logger }
-
-func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	var ev *zerolog.Event
-	switch level {
-	case kgo.LogLevelError:
-		ev = l.log.Error()
-	case kgo.LogLevelWarn:
-		ev = l.log.Warn()
-	default:
-		ev = l.log.Debug()
-	}
-	ev = ev.Str("component", "kafka-client")
-	for i := 0; i+1 < len(keyvals); i += 2 {
-		ev = ev.Interface(fmt.Sprint(keyvals[i]), keyvals[i+1])
-	}
-	ev.Msg(msg)
 }

@@ -45,6 +45,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aep-gateway:", err)
 		return 2
 	}
+	if cfg.ShowVersion {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -130,11 +134,19 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			Msg("embedded Kafka-protocol broker started; point any Kafka tool at this address")
 	}
 
+	// One registry serves /metrics for the gateway, the delivery engine, the
+	// Kafka clients (kprom) and the build info.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfoGauge())
+	kmetrics := newKafkaClientMetrics(reg)
+
 	opts, err := kafkaOpts(cfg, seeds, log)
 	if err != nil {
 		return err
 	}
 	prodOpts := append(append([]kgo.Opt{}, opts...), gateway.NewProducerOpts(cfg.MaxEventBytes, cfg.WriteTimeout)...)
+	prodOpts = append(prodOpts, kmetrics.producer)
+	opts = append(opts, kmetrics.consumer) // every other client: delivery, relay, cursors
 	producer, err := kgo.NewClient(prodOpts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -175,9 +187,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if embedded != nil {
 		deps.Auditor = embedded
 	}
-	// One registry serves /metrics for the gateway and the delivery engine.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := gateway.New(gateway.Config{
 		Registry: reg,
 		Limits: gateway.Limits{
@@ -186,6 +195,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
 		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+
+		AccessLogSampleN: cfg.accessLogSampleN(), // --access-log-sample
 	}, deps)
 	if err != nil {
 		return err
@@ -260,7 +271,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		<-serveErr
 		return err
 	})
-	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
+	ver, rev, _ := buildInfo()
+	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
 		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
 
 	var serveFailed error

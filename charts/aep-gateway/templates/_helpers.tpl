@@ -46,9 +46,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* Replicas: the embedded broker holds its data in one pod, so it forces one. */}}
+{{/* The embedded broker runs when no external cluster is named, as in the binary. */}}
+{{- define "aep-gateway.embedded" -}}
+{{- if not (trim (toString .Values.kafka.brokers)) }}true{{ end }}
+{{- end }}
+
 {{- define "aep-gateway.replicas" -}}
-{{- if .Values.embedded.enabled }}1{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- int .Values.replicaCount }}
+{{- end }}
+
+{{/* More than one pod may run at once: several replicas or an autoscaler. */}}
+{{- define "aep-gateway.multiPod" -}}
+{{- if or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
 {{- end }}
 
 {{/* Name of the Secret holding the API key file, and the key inside it. */}}
@@ -58,8 +67,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "aep-gateway.apiKeysKey" -}}
 {{- if .Values.auth.existingSecret }}{{ .Values.auth.existingSecretKey }}{{ else }}api-keys{{ end }}
 {{- end }}
+{{- define "aep-gateway.hasJWT" -}}
+{{- $j := .Values.auth.jwt }}
+{{- if or $j.hs256.existingSecret $j.publicKey.pem $j.publicKey.existingSecret $j.jwks.url $j.jwks.existingSecret }}true{{ end }}
+{{- end }}
+{{/* The chart generates a trial API key when nothing else authenticates. */}}
+{{- define "aep-gateway.generatedKey" -}}
+{{- if and .Values.auth.generatedKey.enabled (not .Values.auth.apiKeys) (not .Values.auth.existingSecret) (not (include "aep-gateway.hasJWT" .)) (not .Values.auth.allowUnauthenticated) }}true{{ end }}
+{{- end }}
 {{- define "aep-gateway.hasAPIKeys" -}}
-{{- if or .Values.auth.existingSecret .Values.auth.apiKeys }}true{{ end }}
+{{- if or .Values.auth.existingSecret .Values.auth.apiKeys (include "aep-gateway.generatedKey" .) }}true{{ end }}
+{{- end }}
+{{- define "aep-gateway.dev" -}}
+{{- if and (not (include "aep-gateway.hasAPIKeys" .)) (not (include "aep-gateway.hasJWT" .)) }}true{{ end }}
 {{- end }}
 
 {{/* Name of the Secret holding the SASL password. */}}
@@ -67,24 +87,94 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-kafka-sasl" (include "aep-gateway.fullname" .)) .Values.kafka.sasl.existingSecret }}
 {{- end }}
 
+{{/* The cursor key file: the operator's Secret, or one the chart generates (and keeps). */}}
+{{- define "aep-gateway.cursorKeysSecret" -}}
+{{- default (printf "%s-cursor-keys" (include "aep-gateway.fullname" .)) .Values.cursorKeys.existingSecret }}
+{{- end }}
+{{- define "aep-gateway.cursorKeysKey" -}}
+{{- if .Values.cursorKeys.existingSecret }}{{ .Values.cursorKeys.existingSecretKey }}{{ else }}cursor-keys{{ end }}
+{{- end }}
+{{- define "aep-gateway.hasCursorKeys" -}}
+{{- if or .Values.cursorKeys.existingSecret .Values.cursorKeys.generate }}true{{ end }}
+{{- end }}
+
+{{/*
+A value the chart generated once and must keep across upgrades (cursor keys, the trial API key):
+the same key of the live Secret when it exists (helm lookup; empty under `helm template`), else the
+fresh value given. Call with (list $ secretName key freshValue); returns the plain (decoded) value.
+*/}}
+{{- define "aep-gateway.kept" -}}
+{{- $root := index . 0 }}
+{{- $live := lookup "v1" "Secret" $root.Release.Namespace (index . 1) }}
+{{- $data := dig "data" (dict) $live }}
+{{- if hasKey $data (index . 2) }}
+{{- index $data (index . 2) | b64dec }}
+{{- else }}
+{{- index . 3 }}
+{{- end }}
+{{- end }}
+
+{{/* terminationGracePeriodSeconds: given, or preStop sleep + drain + 10 s. */}}
+{{- define "aep-gateway.grace" -}}
+{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.shutdownTimeoutSeconds) }}
+{{- if kindIs "string" .Values.terminationGracePeriodSeconds }}
+{{- if .Values.terminationGracePeriodSeconds }}{{ int .Values.terminationGracePeriodSeconds }}{{ else }}{{ add $need 10 }}{{ end }}
+{{- else }}
+{{- int .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
 {{/*
 Refuse configurations that cannot work, at render time rather than in a crash-looping pod.
 */}}
 {{- define "aep-gateway.validate" -}}
-{{- if and (not .Values.kafka.brokers) (not .Values.embedded.enabled) }}
-{{- fail "kafka.brokers is required (or set embedded.enabled=true for a single-pod trial)" }}
+{{- if hasKey .Values "embedded" }}{{ if hasKey .Values.embedded "enabled" }}
+{{- fail "embedded.enabled is gone: the embedded broker runs exactly when kafka.brokers is empty" }}
+{{- end }}{{ end }}
+{{- if and (include "aep-gateway.embedded" .) (include "aep-gateway.multiPod" .) }}
+{{- fail (printf "replicaCount %v / autoscaling needs an external Kafka: set kafka.brokers (the embedded broker lives in one pod)" .Values.replicaCount) }}
 {{- end }}
-{{- if and .Values.kafka.brokers .Values.embedded.enabled }}
-{{- fail "kafka.brokers and embedded.enabled exclude each other" }}
+{{- if and (include "aep-gateway.multiPod" .) (not (include "aep-gateway.hasCursorKeys" .)) }}
+{{- fail "more than one pod needs a shared cursor key: set cursorKeys.existingSecret or cursorKeys.generate=true (each pod would otherwise sign with its own random key and resumes on another pod would fail)" }}
 {{- end }}
-{{- if and .Values.embedded.enabled .Values.autoscaling.enabled }}
-{{- fail "autoscaling needs an external Kafka cluster: the embedded broker lives in one pod" }}
-{{- end }}
-{{- if and (not (include "aep-gateway.hasAPIKeys" .)) (not .Values.auth.allowUnauthenticated) }}
-{{- fail "auth.apiKeys or auth.existingSecret is required (auth.allowUnauthenticated=true for development only)" }}
+{{- if not (or (include "aep-gateway.hasAPIKeys" .) (include "aep-gateway.hasJWT" .) .Values.auth.allowUnauthenticated) }}
+{{- fail "no authentication: set auth.apiKeys, auth.existingSecret, auth.jwt.*, or auth.generatedKey.enabled=true (auth.allowUnauthenticated=true for development only)" }}
 {{- end }}
 {{- if and .Values.auth.existingSecret .Values.auth.apiKeys }}
 {{- fail "auth.apiKeys and auth.existingSecret exclude each other" }}
+{{- end }}
+{{- $j := .Values.auth.jwt }}
+{{- $jwtSources := 0 }}
+{{- if $j.hs256.existingSecret }}{{ $jwtSources = add1 $jwtSources }}{{ end }}
+{{- if or $j.publicKey.pem $j.publicKey.existingSecret }}{{ $jwtSources = add1 $jwtSources }}{{ end }}
+{{- if or $j.jwks.url $j.jwks.existingSecret }}{{ $jwtSources = add1 $jwtSources }}{{ end }}
+{{- if gt $jwtSources 1 }}
+{{- fail "auth.jwt: set one key source of hs256, publicKey and jwks" }}
+{{- end }}
+{{- if and $j.publicKey.pem $j.publicKey.existingSecret }}
+{{- fail "auth.jwt.publicKey: pem and existingSecret exclude each other" }}
+{{- end }}
+{{- if and $j.jwks.url $j.jwks.existingSecret }}
+{{- fail "auth.jwt.jwks: url and existingSecret exclude each other" }}
+{{- end }}
+{{- if and $j.jwks.url (not (hasPrefix "https://" $j.jwks.url)) (not (hasPrefix "http://" $j.jwks.url)) }}
+{{- fail "auth.jwt.jwks.url must be an http(s) URL" }}
+{{- end }}
+{{- if and .Values.auth.generatedKey.enabled (not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]*$" (toString .Values.auth.generatedKey.tenant))) }}
+{{- fail "auth.generatedKey.tenant must be letters, digits, '.', '_' or '-'" }}
+{{- end }}
+{{- range $k, $v := .Values.config }}
+{{- if not (regexMatch "^[a-z0-9][a-z0-9-]*$" $k) }}
+{{- fail (printf "config: %q is not a flag name (lower case, digits and '-', e.g. write-timeout)" $k) }}
+{{- end }}
+{{- end }}
+{{- $grace := int (include "aep-gateway.grace" .) }}
+{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.shutdownTimeoutSeconds) }}
+{{- if lt $grace $need }}
+{{- fail (printf "terminationGracePeriodSeconds %d is shorter than preStop.sleepSeconds + shutdownTimeoutSeconds = %d: pods would be killed mid-drain" $grace $need) }}
+{{- end }}
+{{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
+{{- fail "httpRoute.parentRefs is required with httpRoute.enabled (the Gateway to attach to)" }}
 {{- end }}
 {{- range .Values.auth.apiKeys }}
 {{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]*$" (toString .tenant)) }}

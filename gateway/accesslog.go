@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/rs/zerolog"
+)
+
+// RequestIDHeader carries a request's id in both directions: an incoming
+// value is kept when it is well-formed, otherwise the gateway makes one; the
+// response always carries it, and so does the access log line.
+const RequestIDHeader = "X-Request-Id"
+
+// maxRequestIDLen bounds an incoming request id (log lines and headers stay
+// small whatever a client sends).
+const maxRequestIDLen = 128
+
+// requestInfo is what the access log learns while a request runs. It is
+// created by the outermost middleware and filled in by inner ones
+// (authenticate sets the tenant), since a context value set inside is not
+// visible outside. One request's goroutine writes it, except for a handler
+// that hands its request to another goroutine, hence the atomic.
+type requestInfo struct {
+	id     string
+	tenant atomic.Pointer[string]
+}
+
+type requestInfoKey struct{}
+
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	ri, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return ri
+}
+
+// RequestIDFrom returns the id of the request whose context ctx is ("" outside
+// the gateway's handlers), for log lines of handlers mounted on the Server.
+func RequestIDFrom(ctx context.Context) string {
+	if ri := requestInfoFrom(ctx); ri != nil {
+		return ri.id
+	}
+	return ""
+}
+
+// noteTenant records the authenticated tenant for the access log.
+func noteTenant(ctx context.Context, tenant string) {
+	if ri := requestInfoFrom(ctx); ri != nil {
+		ri.tenant.Store(&tenant)
+	}
+}
+
+// requestID returns the client's X-Request-Id when it is a reasonable token
+// (1..128 of letters, digits and "-_.:"), else a new random one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); id != "" && len(id) <= maxRequestIDLen && strings.IndexFunc(id, badIDRune) < 0 {
+		return id
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+func badIDRune(c rune) bool {
+	return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_.:", c))
+}
+
+// accessLogger writes one info line per request, or one in every Nth
+// (Config.AccessLogSampleN) with server errors always written. It logs the
+// path without the query string, which may carry an access_token, and never
+// a header value other than the request id.
+type accessLogger struct {
+	log     zerolog.Logger
+	sampleN uint64
+	seen    atomic.Uint64
+}
+
+func newAccessLogger(log zerolog.Logger, sampleN int) *accessLogger {
+	if sampleN < 1 {
+		sampleN = 1
+	}
+	return &accessLogger{log: log, sampleN: uint64(sampleN)}
+}
+
+func (a *accessLogger) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := &requestInfo{id: requestID(r)}
+		w.Header().Set(RequestIDHeader, ri.id)
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		start := time.Now()
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, ri)))
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if status < 500 && a.seen.Add(1)%a.sampleN != 0 {
+			return
+		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		tenant := ""
+		if t := ri.tenant.Load(); t != nil {
+			tenant = *t
+		}
+		a.log.Info().Str("request_id", ri.id).Str("method", r.Method).Str("route", route).Str("path", r.URL.Path).
+			Int("status", status).Int("bytes", ww.BytesWritten()).Dur("latency_ms", time.Since(start)).
+			Str("tenant", tenant).Str("remote", r.RemoteAddr).Msg("request")
+	})
+}
