@@ -36,6 +36,13 @@ type Config struct {
 	WriteTimeout time.Duration
 	// RateLimit bounds each tenant's ingest rate. Zero disables it.
 	RateLimit RateLimit
+	// ReadTimeout bounds how long an ingest request body may take to
+	// arrive (408 past it). Zero means no bound beyond the http.Server's.
+	ReadTimeout time.Duration
+	// MaxInflightBytesPerTenant bounds the ingest body bytes one tenant
+	// may have in flight (read, not yet answered); past it 429. Zero means
+	// unbounded.
+	MaxInflightBytesPerTenant int64
 	// ReadyInterval is the broker probe period. Zero means 2s.
 	ReadyInterval time.Duration
 	Logger        zerolog.Logger
@@ -54,13 +61,14 @@ type Deps struct {
 
 // Server is the gateway's HTTP surface.
 type Server struct {
-	cfg     Config
-	log     zerolog.Logger
-	metrics *metrics
-	ingest  *ingestor
-	ready   *readiness
-	limiter *tenantLimiter // nil when rate limiting is off
-	router  chi.Router
+	cfg      Config
+	log      zerolog.Logger
+	metrics  *metrics
+	ingest   *ingestor
+	ready    *readiness
+	limiter  *tenantLimiter // nil when rate limiting is off
+	inflight *inflight      // nil when in-flight bytes are unbounded
+	router   chi.Router
 
 	// The discovery document's variable parts; set before serving.
 	discoEndpoints map[string]string
@@ -106,6 +114,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.RateLimit.enabled() {
 		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)
 	}
+	if cfg.MaxInflightBytesPerTenant > 0 {
+		s.inflight = newInflight(cfg.MaxInflightBytesPerTenant)
+	}
 	s.router = s.routes()
 	return s, nil
 }
@@ -120,8 +131,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), unauthorizedR)).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), unauthorizedD)).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), unauthorizedR), s.bodyGuard(aep.DialectR)).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), unauthorizedD), s.bodyGuard(aep.DialectD)).Post("/aep/events", s.handleIngestD)
 	return r
 }
 

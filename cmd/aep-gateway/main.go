@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -158,6 +157,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer}
 	if embedded != nil {
 		deps.Auditor = embedded
+		deps.Pinger = pingAll{producer, embedded} // /readyz sees a broker that stopped accepting
 	}
 	// One registry serves /metrics for the gateway and the delivery engine.
 	reg := prometheus.NewRegistry()
@@ -168,7 +168,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
-		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+		RateLimit:   gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+		ReadTimeout: cfg.ReadTimeout, MaxInflightBytesPerTenant: cfg.MaxInflightBytesPerTenant,
 	}, deps)
 	if err != nil {
 		return err
@@ -216,14 +217,14 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Mount(aep.DialectR, "/socket", rl.Socket())
 	srv.AdvertiseR(map[string]string{"stream": "/stream", "socket": "/socket"}, rl.Capabilities())
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listenHTTP(cfg, reg, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	httpSrv := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
 	// Streams never go idle: end them when shutdown starts, so that

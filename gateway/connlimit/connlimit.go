@@ -29,11 +29,11 @@ type Config struct {
 	// MaxPerHost is the most connections open at once from one client IP
 	// address (IPv6: one /64 prefix). Zero means unbounded.
 	MaxPerHost int
-	// Refusal, when set, is written to a connection refused over a cap
-	// before it is closed (for HTTP, a complete 503 response). It is
-	// written with a one-second deadline from a bounded set of goroutines;
-	// when all are busy the connection is closed without it.
-	Refusal []byte
+	// Refusal, when set, gives the bytes written to a connection refused
+	// for reason before it is closed (for HTTP, a complete 503 response).
+	// They are written with a one-second deadline from a bounded set of
+	// goroutines; when all are busy the connection is closed without them.
+	Refusal func(reason string) []byte
 	// MaxRefusing bounds the refusals being answered at once. Zero means 64.
 	MaxRefusing int
 	// OnRefuse, when set, is called with the reason of every refusal.
@@ -147,7 +147,11 @@ func (l *Listener) refuse(c net.Conn, reason string) {
 	if l.cfg.OnRefuse != nil {
 		l.cfg.OnRefuse(reason)
 	}
-	if len(l.cfg.Refusal) == 0 {
+	var msg []byte
+	if l.cfg.Refusal != nil {
+		msg = l.cfg.Refusal(reason)
+	}
+	if len(msg) == 0 {
 		_ = c.Close()
 		return
 	}
@@ -161,7 +165,7 @@ func (l *Listener) refuse(c net.Conn, reason string) {
 	go func() {
 		defer l.wg.Done()
 		defer func() { <-l.refusing }()
-		answer(c, l.cfg.Refusal)
+		answer(c, msg)
 	}()
 }
 

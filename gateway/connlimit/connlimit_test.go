@@ -111,7 +111,7 @@ func TestRefusalIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg := "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"
-	l := New(ln, Config{MaxPerHost: 1, Refusal: []byte(msg)})
+	l := New(ln, Config{MaxPerHost: 1, Refusal: func(string) []byte { return []byte(msg) }})
 	serveEcho(t, l)
 	held := dialFrom(t, "127.0.0.1", ln.Addr().String())
 	if !alive(held) {
