@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 )
@@ -41,6 +42,12 @@ type IngestResult struct {
 	Attrs     aep.Attrs
 	Partition int32
 	Offset    int64
+	// RateLimited is set when the tenant's --rate-limit refused the
+	// events; Err then holds the dialect's limit error (retryable) and
+	// RetryAfter how long to wait (zero when the batch exceeds the burst
+	// and can never be taken whole).
+	RateLimited bool
+	RetryAfter  time.Duration
 }
 
 // Accepted reports whether the event is in the log.
@@ -50,7 +57,13 @@ func (r *IngestResult) Accepted() bool { return r.Err == nil && r.WriteErr == ni
 // ingest endpoints do, for bindings that receive events another way
 // (WebSocket emitters). Each event stands alone; results[i] is events[i]'s
 // outcome. Oversize events are refused with the dialect's limit error.
+//
+// The tenant's rate limit applies as on HTTP ingest: over it, every result
+// is RateLimited and nothing is written.
 func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, events [][]byte) []IngestResult {
+	if res := s.admitEvents(tenant, d, len(events)); res != nil {
+		return res
+	}
 	frames := make([]frame, len(events))
 	for i, ev := range events {
 		frames[i] = frame{index: i, line: 1, raw: ev, size: len(ev)}
