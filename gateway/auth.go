@@ -105,13 +105,17 @@ func TenantFrom(ctx context.Context) string {
 }
 
 // bearerToken returns the request's token: the Authorization bearer, or the
-// access_token query parameter that EventSource clients use (AEP-0003 §8.1).
+// access_token query parameter that EventSource clients use (AEP-0003 §8.1),
+// on the streaming GET routes only (queryTokenAllowed).
 // The query form is never logged: the access log strips the query string.
 func bearerToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
 			return strings.TrimSpace(tok)
 		}
+		return ""
+	}
+	if !queryTokenAllowed(r) {
 		return ""
 	}
 	return r.URL.Query().Get("access_token")

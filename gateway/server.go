@@ -36,6 +36,11 @@ type Config struct {
 	WriteTimeout time.Duration
 	// RateLimit bounds each tenant's ingest rate. Zero disables it.
 	RateLimit RateLimit
+	// DevAnyHost lets development mode answer any Host. Zero (the
+	// default) answers only loopback names: the DNS-rebinding defence of
+	// a developer's gateway. Set it only for a deliberately exposed
+	// unauthenticated gateway (--allow-unauthenticated).
+	DevAnyHost bool
 	// ReadTimeout bounds how long an ingest request body may take to
 	// arrive (408 past it). Zero means no bound beyond the http.Server's.
 	ReadTimeout time.Duration
@@ -123,7 +128,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.metrics.instrument, s.accessLog)
+	r.Use(s.recoverer, s.metrics.instrument, s.accessLog, s.devHostGuard)
 
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
