@@ -36,6 +36,11 @@ type Config struct {
 	WriteTimeout time.Duration
 	// RateLimit bounds each tenant's ingest rate. Zero disables it.
 	RateLimit RateLimit
+	// CORSOrigins are the browser origins allowed to call the HTTP routes
+	// (ParseCORSOrigins). Nil means none: a request with another Origin
+	// than the gateway's own is refused. Give WebSocketOriginPatterns of
+	// the same list to the WebSocket bindings.
+	CORSOrigins []string
 	// DevAnyHost lets development mode answer any Host. Zero (the
 	// default) answers only loopback names: the DNS-rebinding defence of
 	// a developer's gateway. Set it only for a deliberately exposed
@@ -128,7 +133,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.metrics.instrument, s.accessLog, s.devHostGuard)
+	r.Use(s.recoverer, s.metrics.instrument, s.accessLog, s.devHostGuard, s.cors)
 
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)

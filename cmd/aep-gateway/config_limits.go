@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway"
 )
 
 // countSet counts the non-empty values.
@@ -36,6 +38,9 @@ func (c config) validateLimits() error {
 	if c.MaxInflightBytesPerTenant > 0 && c.MaxInflightBytesPerTenant < c.MaxBodyBytes {
 		return fmt.Errorf("--max-inflight-bytes-per-tenant %d is below --max-body-bytes %d: the largest request could never be taken", c.MaxInflightBytesPerTenant, c.MaxBodyBytes)
 	}
+	if _, err := gateway.ParseCORSOrigins(c.CORSAllowedOrigins); err != nil {
+		return fmt.Errorf("--cors-allowed-origins: %w", err)
+	}
 	if c.JWTJWKSURL != "" {
 		u, err := url.Parse(c.JWTJWKSURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -46,4 +51,10 @@ func (c config) validateLimits() error {
 		return errors.New("--jwt-jwks-refresh must be at least 1s and --auth-reload-interval not negative")
 	}
 	return nil
+}
+
+// corsOrigins is the parsed --cors-allowed-origins (validated already).
+func (c config) corsOrigins() []string {
+	o, _ := gateway.ParseCORSOrigins(c.CORSAllowedOrigins)
+	return o
 }

@@ -170,7 +170,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
 		RateLimit:   gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 		ReadTimeout: cfg.ReadTimeout, MaxInflightBytesPerTenant: cfg.MaxInflightBytesPerTenant,
-		DevAnyHost: cfg.AllowUnauthenticated,
+		DevAnyHost: cfg.AllowUnauthenticated, CORSOrigins: cfg.corsOrigins(),
 	}, deps)
 	if err != nil {
 		return err
