@@ -71,6 +71,12 @@ func loadAuth(cfg config) (*gateway.KeyStore, *gateway.JWTVerifier, error) {
 		if jwt, err = gateway.NewJWTVerifierHMAC(bytes.TrimSpace(secret)); err != nil {
 			return nil, nil, err
 		}
+	case cfg.JWTJWKSURL != "" || cfg.JWTJWKSFile != "":
+		set, err := loadJWKS(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		jwt = gateway.NewJWTVerifierJWKS(set)
 	case cfg.JWTPublicKey != "":
 		pemBytes, err := os.ReadFile(cfg.JWTPublicKey)
 		if err != nil {
@@ -143,6 +149,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
+	reloader := startAuthReloader(cfg, keys, jwt, log)
+	defer reloader.Close()
 	if keys != nil {
 		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")
 	}
