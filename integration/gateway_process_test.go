@@ -78,9 +78,17 @@ func (s *syncBuffer) String() string {
 // JSON logs) and waits until it logs that it serves.
 func startGateway(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
+	return startGatewayUnder(t, nil, args...)
+}
+
+// startGatewayUnder is startGateway with the binary run by a wrapper
+// command (for example prlimit, to give it a small descriptor limit).
+func startGatewayUnder(t *testing.T, wrapper []string, args ...string) *gatewayProc {
+	t.Helper()
 	bin := gatewayBinary(t)
-	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
-	cmd := exec.Command(bin, args...)
+	args = append([]string{bin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
+	args = append(append([]string{}, wrapper...), args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "AEP_LOG_LEVEL=info")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
