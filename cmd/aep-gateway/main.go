@@ -202,7 +202,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	wsD := delivery.NewWSHandlerD(engine, keyring,
 		func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
 			return srv.Ingest(ctx, tenant, aep.DialectD, events)
-		}, tenantOf, delivery.WSConfigD{MaxMessageBytes: cfg.MaxEventBytes, Logger: log})
+		}, tenantOf, delivery.WSConfigD{MaxMessageBytes: cfg.MaxEventBytes, Logger: log,
+			OriginPatterns: gateway.WebSocketOriginPatterns(cfg.corsOrigins())})
 	srv.Mount(aep.DialectD, "/aep", wsD)
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md); their
 	// streams end with the engine at shutdown start.
@@ -217,6 +218,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Engine: engine, Server: srv, ClientOpts: opts, Naming: naming, Topics: prov,
 		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
 		MaxStreamsPerTenant: cfg.MaxStreamsPerTenant, Logger: log,
+		OriginPatterns: gateway.WebSocketOriginPatterns(cfg.corsOrigins()),
 	})
 	if err != nil {
 		return err
