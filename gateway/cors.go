@@ -101,12 +101,17 @@ func sameOrigin(r *http.Request, origin string) bool {
 func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
+		h := w.Header()
+		if len(s.cfg.CORSOrigins) > 0 {
+			h.Add("Vary", "Origin") // the answer depends on Origin, even when there is none
+		}
 		if origin == "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := w.Header()
-		h.Add("Vary", "Origin")
+		if len(s.cfg.CORSOrigins) == 0 {
+			h.Add("Vary", "Origin")
+		}
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 		if !corsAllowed(s.cfg.CORSOrigins, origin) {
 			if sameOrigin(r, origin) && !preflight {

@@ -31,15 +31,32 @@ func persistentListener(ln net.Listener, log zerolog.Logger) net.Listener {
 }
 
 // privateDataDir creates dir (and tightens an existing one) so that only
-// the gateway's user can read the embedded broker's data: the directory
-// tree 0700, files 0600. Files the broker creates later are 0600 through
-// the process umask (restrictUmask).
+// the gateway's user can read the embedded broker's data: dir itself
+// 0700, and what the gateway keeps in it (the broker's kafka/ tree, the
+// offsets journal, the cursor key) 0700 for directories and 0600 for
+// files. Other entries of dir are left alone (--data-dir may be shared).
+// Files the broker creates later are 0600 through the process umask
+// (restrictUmask).
 func privateDataDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	restrictUmask()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir permissions: %w", err)
+	}
+	for _, name := range []string{"kafka", "offsets.json", "cursor.key"} {
+		if err := tighten(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("data dir permissions: %w", err)
+		}
+	}
+	return nil
+}
+
+// tighten makes the tree at root 0700 (directories) and 0600 (files); a
+// missing root is fine.
+func tighten(root string) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -52,10 +69,10 @@ func privateDataDir(dir string) error {
 		}
 		return os.Chmod(path, mode)
 	})
-	if err != nil {
-		return fmt.Errorf("data dir permissions: %w", err)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	return nil
+	return err
 }
 
 // Ping reports whether the embedded broker accepts a new connection and
