@@ -27,8 +27,12 @@ var (
 
 // gatewayBinary builds cmd/aep-gateway once per test binary: the tests run
 // the product as operators do, as a process that can be killed.
+// AEP_GATEWAY_BIN names a prebuilt binary to run instead.
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("AEP_GATEWAY_BIN"); bin != "" {
+		return bin // a binary built elsewhere, e.g. a baseline to compare with
+	}
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "aep-gateway-it-")
 		if buildErr != nil {
