@@ -87,6 +87,28 @@ func (s *Server) bodyGuard(d aep.Dialect) func(http.Handler) http.Handler {
 	}
 }
 
+// readDeadline bounds the arrival of the body of a mounted route's request
+// (subscription creation, ack batches) by Config.ReadTimeout, as bodyGuard
+// does for ingest; the handler sees a read error past it. GET and HEAD
+// requests (streams, WebSocket upgrades) and bodiless requests are left
+// alone.
+func (s *Server) readDeadline(next http.Handler) http.Handler {
+	if s.cfg.ReadTimeout <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		g := &guardedBody{ReadCloser: r.Body, rc: http.NewResponseController(w)}
+		defer g.releaseAll()
+		g.deadline = g.rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout)) == nil
+		r.Body = g
+		next.ServeHTTP(w, r)
+	})
+}
+
 // refuseBody answers a request whose body read failed because of a guard
 // (in-flight cap: 429; read timeout: 408), in dialect d's shape. It
 // reports false for any other error, which the caller answers itself.
@@ -135,16 +157,21 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 		g.reserved += int64(n)
 	}
 	if err != nil {
-		g.clearDeadline()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The deadline stays: net/http then gives up reading the
+			// rest of the body after the handler and closes the
+			// connection after the response, instead of waiting for it.
+			g.once.Do(func() {})
 			return n, fmt.Errorf("%w: %w", errBodyTimeout, err)
 		}
+		g.clearDeadline()
 	}
 	return n, err
 }
 
 // clearDeadline lifts the read deadline once the body is read, so that a
-// slow Kafka write after it does not trip the connection's deadline.
+// slow Kafka write after it does not trip the connection's deadline. A
+// body that timed out keeps it.
 func (g *guardedBody) clearDeadline() {
 	g.once.Do(func() {
 		if g.deadline {

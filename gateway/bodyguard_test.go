@@ -3,11 +3,14 @@ package gateway
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
 )
 
 // rawPost starts a POST on its own connection: the headers with
@@ -101,5 +104,36 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A mounted route's body (a subscription request, an ack batch) is held to
+// the read timeout too; streams (GET) are not.
+func TestMountedBodyReadDeadline(t *testing.T) {
+	g := newTestGateway(t, func(c *Config) { c.ReadTimeout = 300 * time.Millisecond })
+	g.srv.Mount(aep.DialectD, "/probe", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			time.Sleep(500 * time.Millisecond) // longer than the read timeout
+			fmt.Fprint(w, "stream")
+			return
+		}
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	c := rawPost(t, g, "/probe", "", 100, "{")
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("stalled body on a mounted route: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if st, body := getWithHost(t, g.http.URL+"/probe", ""); st != http.StatusOK || body != "stream" {
+		t.Fatalf("GET outliving the read timeout: %d %s", st, body)
+	}
+	if r := g.post("/probe", "application/json", nil, []byte("{}")); r.status != http.StatusOK {
+		t.Fatalf("a body in time: %d %s", r.status, r.body)
 	}
 }

@@ -139,7 +139,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
 	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", 30*time.Second, "how long an idle keep-alive HTTP connection is kept open")
-	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long an ingest request body may take to arrive; a slower body gets 408 and the connection is closed (0: no bound)")
+	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long a request body (ingest, subscriptions, acks) may take to arrive; past it the read fails (ingest answers 408) and the connection is closed (0: no bound)")
 	fs.Int64(&c.MaxInflightBytesPerTenant, "max-inflight-bytes-per-tenant", 64<<20, "ingest request body bytes one tenant may have in flight on a node; past it 429 with the dialect's limit error (0: unbounded)")
 	fs.String(&c.CORSAllowedOrigins, "cors-allowed-origins", "", "comma-separated browser origins allowed to call the HTTP routes and open WebSockets: exact origins (https://app.example.com) or host patterns (https://*.example.com); empty: no cross-origin access")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")

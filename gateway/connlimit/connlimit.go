@@ -169,18 +169,24 @@ func (l *Listener) refuse(c net.Conn, reason string) {
 	}()
 }
 
-// answer writes msg, half-closes, and drains what the client sent for a
-// moment, so that the client reads the answer instead of a reset.
+// answer waits for the client's first bytes (an HTTP client that gets an
+// answer before it sent its request takes it for a broken connection),
+// writes msg, half-closes, and drains what the client sent for a moment,
+// so that the client reads the answer instead of a reset. The whole
+// exchange is bounded by one second.
 func answer(c net.Conn, msg []byte) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 512)
+	if _, err := c.Read(buf); err != nil {
+		return
+	}
 	if _, err := c.Write(msg); err != nil {
 		return
 	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	buf := make([]byte, 512)
 	for {
 		if _, err := c.Read(buf); err != nil {
 			return
