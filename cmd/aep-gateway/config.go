@@ -100,7 +100,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.JWTIssuer, "jwt-issuer", "", "required JWT iss, when set")
 	fs.String(&c.JWTAudience, "jwt-audience", "", "required JWT aud, when set")
 	fs.Duration(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on JWT exp and nbf")
-	fs.String(&c.JWTJWKSURL, "jwt-jwks-url", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in the JWKS at this https URL; refreshed every --jwt-jwks-refresh and, rate-limited, on an unknown kid")
+	fs.String(&c.JWTJWKSURL, "jwt-jwks-url", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in the JWKS at this URL (https; plain http only on a trusted network); refreshed every --jwt-jwks-refresh and, rate-limited, on an unknown kid")
 	fs.String(&c.JWTJWKSFile, "jwt-jwks-file", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in this JWKS file; reloaded when it changes and on SIGHUP")
 	fs.Duration(&c.JWTJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often --jwt-jwks-url is fetched again")
 	fs.Duration(&c.AuthReloadInterval, "auth-reload-interval", 5*time.Second, "how often --api-keys and --jwt-jwks-file are checked for changes (SIGHUP reloads at once; 0: only on SIGHUP)")

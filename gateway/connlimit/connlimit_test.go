@@ -178,3 +178,21 @@ func TestAcceptErrorsAreBackedOff(t *testing.T) {
 		t.Fatal("Accept kept backing off after Close")
 	}
 }
+
+func TestHostOfGroupsIPv6By64(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:5000":             "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb::9]:80":  "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:80":       "2001:db8:1:3::/64",
+		"[::ffff:192.0.2.7]:1":       "192.0.2.7",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hostOf(a); got != want {
+			t.Errorf("%s: %s, want %s", addr, got, want)
+		}
+	}
+}
