@@ -97,12 +97,20 @@ func (ks *KeyStore) Tenant(key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	t, ok := (*ks.byDigest.Load())[sha256.Sum256([]byte(key))]
+	t, ok := ks.digests()[sha256.Sum256([]byte(key))]
 	return t, ok
 }
 
 // Len is the number of keys held.
-func (ks *KeyStore) Len() int { return len(*ks.byDigest.Load()) }
+func (ks *KeyStore) Len() int { return len(ks.digests()) }
+
+// digests is the map in use; a zero KeyStore holds none.
+func (ks *KeyStore) digests() map[[32]byte]string {
+	if m := ks.byDigest.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
 
 type tenantKey struct{}
 

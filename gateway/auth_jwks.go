@@ -113,7 +113,15 @@ func LoadJWKSFile(path string) (*JWKS, error) {
 func (s *JWKS) Replace(other *JWKS) { s.keys.Store(other.keys.Load()) }
 
 // Len is the number of usable keys.
-func (s *JWKS) Len() int { return len(*s.keys.Load()) }
+func (s *JWKS) Len() int { return len(s.current()) }
+
+// current is the key map in use; a zero JWKS holds none.
+func (s *JWKS) current() map[string]jwk {
+	if m := s.keys.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
 
 // NewJWKSURL fetches the JWKS at url (failing if it cannot) and keeps it
 // fresh: every refresh interval, and on an unknown kid (rate-limited).
@@ -206,7 +214,7 @@ func (s *JWKS) Close() {
 // key returns the key named kid, refreshing a URL set once (rate-limited)
 // when kid is unknown.
 func (s *JWKS) key(kid string) (jwk, bool) {
-	if k, ok := (*s.keys.Load())[kid]; ok {
+	if k, ok := s.current()[kid]; ok {
 		return k, true
 	}
 	if s.url == "" || kid == "" {
@@ -217,7 +225,7 @@ func (s *JWKS) key(kid string) (jwk, bool) {
 	if s.Refresh(ctx, false) != nil {
 		return jwk{}, false
 	}
-	k, ok := (*s.keys.Load())[kid]
+	k, ok := s.current()[kid]
 	return k, ok
 }
 

@@ -46,8 +46,9 @@ type Config struct {
 	// a developer's gateway. Set it only for a deliberately exposed
 	// unauthenticated gateway (--allow-unauthenticated).
 	DevAnyHost bool
-	// ReadTimeout bounds how long an ingest request body may take to
-	// arrive (408 past it). Zero means no bound beyond the http.Server's.
+	// ReadTimeout bounds how long a request body may take to arrive, on
+	// ingest (408 past it) and mounted routes (the handler's read fails).
+	// Zero means no bound beyond the http.Server's.
 	ReadTimeout time.Duration
 	// MaxInflightBytesPerTenant bounds the ingest body bytes one tenant
 	// may have in flight (read, not yet answered); past it 429. Zero means
