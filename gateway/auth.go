@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -20,10 +21,15 @@ import (
 const DevTenant = "default"
 
 // KeyStore maps API keys to tenants. Only SHA-256 digests of keys are held,
-// so a leaked key file does not leak keys.
+// so a leaked key file does not leak keys. Replace swaps in the keys of a
+// reloaded file atomically while requests are served.
 type KeyStore struct {
-	byDigest map[[32]byte]string
+	byDigest atomic.Pointer[map[[32]byte]string]
 }
+
+// Replace swaps in the keys of other (a freshly loaded file): requests
+// authenticated from now on use them, and removed keys stop working.
+func (ks *KeyStore) Replace(other *KeyStore) { ks.byDigest.Store(other.byDigest.Load()) }
 
 // LoadKeyStore reads an API key file: one "<tenant> sha256:<hex digest>" per
 // line, '#' comments and blank lines ignored. Generate a digest with
@@ -43,7 +49,7 @@ func LoadKeyStore(path string) (*KeyStore, error) {
 
 // ParseKeyStore parses the API key file format of LoadKeyStore.
 func ParseKeyStore(r io.Reader) (*KeyStore, error) {
-	ks := &KeyStore{byDigest: make(map[[32]byte]string)}
+	byDigest := make(map[[32]byte]string)
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -70,17 +76,19 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 		}
 		var d [32]byte
 		copy(d[:], raw)
-		if prev, dup := ks.byDigest[d]; dup && prev != tenant {
+		if prev, dup := byDigest[d]; dup && prev != tenant {
 			return nil, fmt.Errorf("line %d: key already maps to tenant %s", line, prev)
 		}
-		ks.byDigest[d] = tenant
+		byDigest[d] = tenant
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(ks.byDigest) == 0 {
+	if len(byDigest) == 0 {
 		return nil, errors.New("no keys")
 	}
+	ks := &KeyStore{}
+	ks.byDigest.Store(&byDigest)
 	return ks, nil
 }
 
@@ -90,12 +98,20 @@ func (ks *KeyStore) Tenant(key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}
-	t, ok := ks.byDigest[sha256.Sum256([]byte(key))]
+	t, ok := ks.digests()[sha256.Sum256([]byte(key))]
 	return t, ok
 }
 
 // Len is the number of keys held.
-func (ks *KeyStore) Len() int { return len(ks.byDigest) }
+func (ks *KeyStore) Len() int { return len(ks.digests()) }
+
+// digests is the map in use; a zero KeyStore holds none.
+func (ks *KeyStore) digests() map[[32]byte]string {
+	if m := ks.byDigest.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
 
 // TenantFrom returns the name of the authenticated tenant of a request's
 // context ("" when none); tenant.FromContext returns the Tenant itself.
@@ -105,13 +121,17 @@ func TenantFrom(ctx context.Context) string {
 }
 
 // bearerToken returns the request's token: the Authorization bearer, or the
-// access_token query parameter that EventSource clients use (AEP-0003 §8.1).
+// access_token query parameter that EventSource clients use (AEP-0003 §8.1),
+// on the streaming GET routes only (queryTokenAllowed).
 // The query form is never logged: the access log strips the query string.
 func bearerToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
 			return strings.TrimSpace(tok)
 		}
+		return ""
+	}
+	if !queryTokenAllowed(r) {
 		return ""
 	}
 	return r.URL.Query().Get("access_token")

@@ -20,13 +20,16 @@ import (
 )
 
 // JWTVerifier authenticates bearer tokens that are JSON Web Tokens (RFC 7519)
-// signed with HS256, RS256 or ES256, and takes the tenant from a claim.
+// signed with HS256, RS256 or ES256, and takes the tenant from a claim. The
+// key is static (NewJWTVerifierHMAC, NewJWTVerifierPEM) or looked up by the
+// token's kid in a JWKS (NewJWTVerifierJWKS).
 // Unsigned tokens ("alg":"none") and any other algorithm are refused, as is
 // an algorithm the configured key does not match (no RS256/HS256 confusion).
 type JWTVerifier struct {
 	hmacKey []byte
 	rsaKey  *rsa.PublicKey
 	ecKey   *ecdsa.PublicKey
+	jwks    *JWKS // keys by kid, when set
 
 	// TenantClaim names the claim holding the tenant. Zero means "tenant".
 	TenantClaim string
@@ -90,6 +93,7 @@ func (v *JWTVerifier) Tenant(tok string) (string, error) {
 	var hdr struct {
 		Alg string `json:"alg"`
 		Typ string `json:"typ"`
+		Kid string `json:"kid"`
 	}
 	if err := decodeSegment(parts[0], &hdr); err != nil {
 		return "", err
@@ -98,7 +102,7 @@ func (v *JWTVerifier) Tenant(tok string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: signature encoding", errJWT)
 	}
-	if err := v.verify(hdr.Alg, parts[0]+"."+parts[1], sig); err != nil {
+	if err := v.verify(hdr.Alg, hdr.Kid, parts[0]+"."+parts[1], sig); err != nil {
 		return "", err
 	}
 	var claims map[string]any
@@ -130,7 +134,10 @@ func decodeSegment(seg string, v any) error {
 	return nil
 }
 
-func (v *JWTVerifier) verify(alg, signed string, sig []byte) error {
+func (v *JWTVerifier) verify(alg, kid, signed string, sig []byte) error {
+	if v.jwks != nil {
+		return v.verifyJWKS(alg, kid, signed, sig)
+	}
 	digest := sha256.Sum256([]byte(signed))
 	switch {
 	case alg == "HS256" && v.hmacKey != nil:

@@ -37,3 +37,22 @@ func TestParseKeyStore(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyStoreReplace(t *testing.T) {
+	ks, err := ParseKeyStore(strings.NewReader("acme sha256:" + sha256hex("old") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := Authenticator{Keys: ks} // holds the pointer, as the router does
+	next, err := ParseKeyStore(strings.NewReader("acme sha256:" + sha256hex("new") + "\nglobex sha256:" + sha256hex("g") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks.Replace(next)
+	if _, ok := auth.Tenant("old"); ok {
+		t.Fatal("removed key still accepted")
+	}
+	if tn, ok := auth.Tenant("g"); !ok || tn != "globex" || ks.Len() != 2 {
+		t.Fatalf("added key: %q %v, %d keys", tn, ok, ks.Len())
+	}
+}

@@ -398,9 +398,14 @@ func TestAuthAndTenants(t *testing.T) {
 	if resp.status != 202 || resp.json(t)["topic"] != "aep.globex.events" {
 		t.Fatalf("globex: %d %s", resp.status, resp.body)
 	}
+	// ?access_token= is for the streaming GETs only (docs/security.md).
 	resp = g.post("/aep/events?access_token=k-acme", "application/json", nil, []byte(dEvent(1, "s")))
+	if resp.status != 401 {
+		t.Fatalf("POST with a query token: %d %s", resp.status, resp.body)
+	}
+	resp = g.post("/aep/events", "application/json", map[string]string{"Authorization": "Bearer k-acme"}, []byte(dEvent(1, "s")))
 	if resp.status != 202 || resp.json(t)["topic"] != "aep.acme.events" {
-		t.Fatalf("acme via query token: %d %s", resp.status, resp.body)
+		t.Fatalf("acme: %d %s", resp.status, resp.body)
 	}
 	if g.records("aep.acme.events") != 1 || g.records("aep.globex.events") != 1 {
 		t.Fatal("events crossed tenants")

@@ -186,11 +186,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, d aep.Dialect, n 
 	if ok {
 		return true
 	}
-	s.metrics.rejected(d, "rate", n)
-	msg := fmt.Sprintf("the tenant's ingest rate limit is exceeded; retry after %s", wait.Round(time.Millisecond))
-	retryable := wait >= 0
+	msg, retryable := s.rateRefusal(d, n, wait)
 	if !retryable {
-		msg = fmt.Sprintf("a request of %d events exceeds the tenant's burst; send smaller batches", n)
 		wait = time.Second
 	}
 	w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(wait.Seconds()))))
@@ -200,6 +197,37 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, d aep.Dialect, n 
 		writeR(w, http.StatusTooManyRequests, limitCode(d), msg)
 	}
 	return false
+}
+
+// rateRefusal counts a refusal of n events by the rate limiter and words
+// it; retryable is false when n exceeds the burst (wait < 0).
+func (s *Server) rateRefusal(d aep.Dialect, n int, wait time.Duration) (msg string, retryable bool) {
+	s.metrics.rejected(d, "rate", n)
+	if wait < 0 {
+		return fmt.Sprintf("a request of %d events exceeds the tenant's burst; send smaller batches", n), false
+	}
+	return fmt.Sprintf("the tenant's ingest rate limit is exceeded; retry after %s", wait.Round(time.Millisecond)), true
+}
+
+// admitEvents applies the tenant's rate limit to n events given to Ingest.
+// It returns nil when they may go on, else one RateLimited result per event.
+func (s *Server) admitEvents(tenant string, d aep.Dialect, n int) []IngestResult {
+	if s.limiter == nil || n == 0 {
+		return nil
+	}
+	wait, ok := s.limiter.take(tenant, n)
+	if ok {
+		return nil
+	}
+	msg, retryable := s.rateRefusal(d, n, wait)
+	res := make([]IngestResult, n)
+	for i := range res {
+		res[i] = IngestResult{
+			Err:         &aep.Error{Dialect: d, Kind: aep.KindLimit, Code: limitCode(d), Message: msg, Retryable: retryable, Offset: -1},
+			RateLimited: true, RetryAfter: max(wait, 0), Partition: -1, Offset: -1,
+		}
+	}
+	return res
 }
 
 // readBody reads a request body bounded by the body limit. A body over the

@@ -52,6 +52,9 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	lim := s.ingest.limits
 	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes)
+	if s.refuseBody(w, d, err) {
+		return
+	}
 	if err != nil {
 		status := http.StatusBadRequest
 		if tooLarge {

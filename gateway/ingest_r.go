@@ -56,6 +56,9 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	}
 	lim := s.ingest.limits
 	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes)
+	if s.refuseBody(w, d, err) {
+		return
+	}
 	if err != nil {
 		status := http.StatusBadRequest
 		code := aep.CodeRInvalidEvent

@@ -11,17 +11,18 @@ import (
 
 // Mount serves h for every method at pattern (chi syntax), behind the same
 // authentication, metrics, access log and panic recovery as the built-in
-// routes; unauthenticated requests get dialect d's 401. Bindings built on
+// routes; unauthenticated requests get dialect d's 401, and request bodies
+// must arrive within Config.ReadTimeout (readDeadline). Bindings built on
 // the gateway (streaming, subscriptions) are mounted this way by the binary,
 // so package gateway never imports them. Call Mount before serving.
 func (s *Server) Mount(d aep.Dialect, pattern string, h http.Handler) {
-	s.router.With(authenticate(s.auth(), unauthorizedFor(d))).Handle(pattern, h)
+	s.router.With(authenticate(s.auth(), unauthorizedFor(d)), s.readDeadline).Handle(pattern, h)
 }
 
 // MountMethod is Mount for one method, for a pattern that other methods of
 // the gateway already serve (GET /aep/events beside POST /aep/events).
 func (s *Server) MountMethod(d aep.Dialect, method, pattern string, h http.Handler) {
-	s.router.With(authenticate(s.auth(), unauthorizedFor(d))).Method(method, pattern, h)
+	s.router.With(authenticate(s.auth(), unauthorizedFor(d)), s.readDeadline).Method(method, pattern, h)
 }
 
 func unauthorizedFor(d aep.Dialect) func(http.ResponseWriter, *http.Request) {
@@ -46,7 +47,13 @@ func (s *Server) IngestFunc(d aep.Dialect) ingest.Func {
 // ingest endpoints do, for bindings that receive events another way
 // (WebSocket emitters). Each event stands alone; results[i] is events[i]'s
 // outcome. Oversize events are refused with the dialect's limit error.
+//
+// The tenant's rate limit applies as on HTTP ingest: over it, every result
+// is RateLimited and nothing is written.
 func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, events [][]byte) []IngestResult {
+	if res := s.admitEvents(tenant, d, len(events)); res != nil {
+		return res
+	}
 	frames := make([]frame, len(events))
 	for i, ev := range events {
 		frames[i] = frame{index: i, line: 1, raw: ev, size: len(ev)}

@@ -75,3 +75,36 @@ func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
 		t.Fatalf("records %v, result %+v", recs, res[0])
 	}
 }
+
+// Ingest (WebSocket publishing) is held to the tenant's rate limit like
+// HTTP ingest: over it, results say RateLimited with the dialect's limit
+// error and nothing is written.
+func TestIngestIsRateLimited(t *testing.T) {
+	g := newTestGateway(t, func(c *Config) { c.RateLimit = RateLimit{EventsPerSecond: 1, Burst: 3} })
+	ctx := context.Background()
+	for i := range 3 {
+		if res := g.srv.Ingest(ctx, "acme", aep.DialectD, [][]byte{[]byte(dEvent(i, "s"))}); !res[0].Accepted() || res[0].RateLimited {
+			t.Fatalf("event %d within the burst: %+v", i, res[0])
+		}
+	}
+	res := g.srv.Ingest(ctx, "acme", aep.DialectD, [][]byte{[]byte(dEvent(9, "s"))})
+	if r := res[0]; !r.RateLimited || r.Accepted() || r.Err == nil || r.Err.Code != aep.CodeDProtocolError || !r.Err.Retryable || r.RetryAfter <= 0 {
+		t.Fatalf("D event over the rate: %+v / %+v", r, r.Err)
+	}
+	res = g.srv.Ingest(ctx, "acme", aep.DialectR, [][]byte{[]byte(rEvent("s", 1))})
+	if r := res[0]; !r.RateLimited || r.Err == nil || r.Err.Code != aep.CodeRLimitExceeded {
+		t.Fatalf("R event over the rate: %+v", r)
+	}
+	// A batch larger than the burst can never pass: not retryable.
+	big := [][]byte{[]byte(dEvent(10, "s")), []byte(dEvent(11, "s")), []byte(dEvent(12, "s")), []byte(dEvent(13, "s"))}
+	if r := g.srv.Ingest(ctx, "globex", aep.DialectD, big)[3]; !r.RateLimited || r.Err.Retryable {
+		t.Fatalf("batch over the burst: %+v", r.Err)
+	}
+	// The limit is per tenant.
+	if r := g.srv.Ingest(ctx, "globex", aep.DialectD, [][]byte{[]byte(dEvent(20, "s"))}); !r[0].Accepted() {
+		t.Fatalf("globex: %+v", r[0])
+	}
+	if n := len(g.readAll("aep.acme.events", 3)); n != 3 {
+		t.Fatalf("acme records: %d, want the 3 within the burst", n)
+	}
+}

@@ -35,6 +35,24 @@ type Config struct {
 	WriteTimeout time.Duration
 	// RateLimit bounds each tenant's ingest rate. Zero disables it.
 	RateLimit RateLimit
+	// CORSOrigins are the browser origins allowed to call the HTTP routes
+	// (ParseCORSOrigins). Nil means none: a request with another Origin
+	// than the gateway's own is refused. Give WebSocketOriginPatterns of
+	// the same list to the WebSocket bindings.
+	CORSOrigins []string
+	// DevAnyHost lets development mode answer any Host. Zero (the
+	// default) answers only loopback names: the DNS-rebinding defence of
+	// a developer's gateway. Set it only for a deliberately exposed
+	// unauthenticated gateway (--allow-unauthenticated).
+	DevAnyHost bool
+	// ReadTimeout bounds how long a request body may take to arrive, on
+	// ingest (408 past it) and mounted routes (the handler's read fails).
+	// Zero means no bound beyond the http.Server's.
+	ReadTimeout time.Duration
+	// MaxInflightBytesPerTenant bounds the ingest body bytes one tenant
+	// may have in flight (read, not yet answered); past it 429. Zero means
+	// unbounded.
+	MaxInflightBytesPerTenant int64
 	// ReadyInterval is the broker probe period. Zero means 2s.
 	ReadyInterval time.Duration
 	Logger        zerolog.Logger
@@ -56,14 +74,15 @@ type Deps struct {
 
 // Server is the gateway's HTTP surface.
 type Server struct {
-	cfg     Config
-	log     zerolog.Logger
-	metrics *metrics
-	ingest  *ingestor
-	ready   *readiness
-	limiter *tenantLimiter // nil when rate limiting is off
-	router  chi.Router
-	access  *accessLogger
+	cfg      Config
+	log      zerolog.Logger
+	metrics  *metrics
+	ingest   *ingestor
+	ready    *readiness
+	limiter  *tenantLimiter // nil when rate limiting is off
+	inflight *inflight      // nil when in-flight bytes are unbounded
+	router   chi.Router
+	access   *accessLogger
 
 	// The discovery document's variable parts; set before serving.
 	discoEndpoints map[string]string
@@ -110,13 +129,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)
 	}
 	s.access = newAccessLogger(cfg.Logger, cfg.AccessLogSampleN)
+	if cfg.MaxInflightBytesPerTenant > 0 {
+		s.inflight = newInflight(cfg.MaxInflightBytesPerTenant)
+	}
 	s.router = s.routes()
 	return s, nil
 }
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.access.middleware, s.recoverer, s.metrics.instrument)
+	r.Use(s.access.middleware, s.recoverer, s.metrics.instrument, s.devHostGuard, s.cors)
 
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
@@ -124,8 +146,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), unauthorizedR)).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), unauthorizedD)).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), unauthorizedR), s.bodyGuard(aep.DialectR)).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), unauthorizedD), s.bodyGuard(aep.DialectD)).Post("/aep/events", s.handleIngestD)
 	return r
 }
 

@@ -27,8 +27,12 @@ var (
 
 // gatewayBinary builds cmd/aep-gateway once per test binary: the tests run
 // the product as operators do, as a process that can be killed.
+// AEP_GATEWAY_BIN names a prebuilt binary to run instead.
 func gatewayBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("AEP_GATEWAY_BIN"); bin != "" {
+		return bin // a binary built elsewhere, e.g. a baseline to compare with
+	}
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "aep-gateway-it-")
 		if buildErr != nil {
@@ -78,9 +82,17 @@ func (s *syncBuffer) String() string {
 // JSON logs) and waits until it logs that it serves.
 func startGateway(t *testing.T, args ...string) *gatewayProc {
 	t.Helper()
+	return startGatewayUnder(t, nil, args...)
+}
+
+// startGatewayUnder is startGateway with the binary run by a wrapper
+// command (for example prlimit, to give it a small descriptor limit).
+func startGatewayUnder(t *testing.T, wrapper []string, args ...string) *gatewayProc {
+	t.Helper()
 	bin := gatewayBinary(t)
-	args = append([]string{"--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
-	cmd := exec.Command(bin, args...)
+	args = append([]string{bin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
+	args = append(append([]string{}, wrapper...), args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "AEP_LOG_LEVEL=info")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -212,7 +212,7 @@ hasnt jwt "AEP_ALLOW_UNAUTHENTICATED"
 # Every AEP_* variable the chart renders must be a flag's environment twin of the binary (`--help` lists
 # them as [$AEP_...]); a typo would be ignored silently by the pod. PENDING_FLAGS are flags other changes
 # are adding (JWKS, CORS): the chart already carries their values.
-PENDING_FLAGS="AEP_JWT_JWKS_URL AEP_JWT_JWKS_FILE AEP_CORS_ALLOWED_ORIGINS"
+PENDING_FLAGS=""
 if command -v go >/dev/null 2>&1 && (cd "$ROOT" && go run ./cmd/aep-gateway --help) >"$OUT/help.txt" 2>&1; then
 	known="$(grep -o '\[\$AEP_[A-Z0-9_]*\]' "$OUT/help.txt" | tr -d '[]$' | sort -u)"
 	for name in $(cat "$OUT"/*.yaml | grep -o 'name: AEP_[A-Z0-9_]*' | cut -d' ' -f2 | sort -u); do

@@ -56,6 +56,17 @@ type config struct {
 	MaxStreamsPerTenant int
 	RateBurst           int
 
+	MaxConnections            int
+	MaxConnectionsPerIP       int
+	IdleTimeout               time.Duration
+	ReadTimeout               time.Duration
+	MaxInflightBytesPerTenant int64
+	CORSAllowedOrigins        string
+	JWTJWKSURL                string
+	JWTJWKSFile               string
+	JWTJWKSRefresh            time.Duration
+	AuthReloadInterval        time.Duration
+
 	WriteTimeout    time.Duration
 	ShutdownTimeout time.Duration
 	LogFormat       string
@@ -94,6 +105,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.JWTIssuer, "jwt-issuer", "", "required JWT iss, when set")
 	fs.String(&c.JWTAudience, "jwt-audience", "", "required JWT aud, when set")
 	fs.Duration(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on JWT exp and nbf")
+	fs.String(&c.JWTJWKSURL, "jwt-jwks-url", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in the JWKS at this URL (https; plain http only on a trusted network); refreshed every --jwt-jwks-refresh and, rate-limited, on an unknown kid")
+	fs.String(&c.JWTJWKSFile, "jwt-jwks-file", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in this JWKS file; reloaded when it changes and on SIGHUP")
+	fs.Duration(&c.JWTJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often --jwt-jwks-url is fetched again")
+	fs.Duration(&c.AuthReloadInterval, "auth-reload-interval", 5*time.Second, "how often --api-keys and --jwt-jwks-file are checked for changes (SIGHUP reloads at once; 0: only on SIGHUP)")
 	fs.String(&c.CursorKeys, "cursor-keys", "", "cursor signing key file: lines of \"<id 0-255> <hex secret, 32+ bytes>\", the first signs; every node of a deployment needs the same file (default: a key kept in --data-dir with the embedded broker, else a per-process random key)")
 	fs.Bool(&c.AllowUnauthenticated, "allow-unauthenticated", false, "allow development mode (no authentication) on a non-loopback listener; never in production")
 
@@ -127,6 +142,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "replay depth advertised to dialect R consumers (discovery, hello); the gateway replays everything within --topic-retention")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
+	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
+	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")
+	fs.Duration(&c.IdleTimeout, "idle-timeout", 30*time.Second, "how long an idle keep-alive HTTP connection is kept open")
+	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long a request body (ingest, subscriptions, acks) may take to arrive; past it the read fails (ingest answers 408) and the connection is closed (0: no bound)")
+	fs.Int64(&c.MaxInflightBytesPerTenant, "max-inflight-bytes-per-tenant", 64<<20, "ingest request body bytes one tenant may have in flight on a node; past it 429 with the dialect's limit error (0: unbounded)")
+	fs.String(&c.CORSAllowedOrigins, "cors-allowed-origins", "", "comma-separated browser origins allowed to call the HTTP routes and open WebSockets: exact origins (https://app.example.com) or host patterns (https://*.example.com); empty: no cross-origin access")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
@@ -201,8 +222,11 @@ func (c config) validate() error {
 	default:
 		return fmt.Errorf("--log-format %q: want json or console", c.LogFormat)
 	}
-	if c.JWTSecretFile != "" && c.JWTPublicKey != "" {
-		return errors.New("--jwt-hs256-secret-file and --jwt-public-key exclude each other")
+	if n := countSet(c.JWTSecretFile, c.JWTPublicKey, c.JWTJWKSURL, c.JWTJWKSFile); n > 1 {
+		return errors.New("--jwt-hs256-secret-file, --jwt-public-key, --jwt-jwks-url and --jwt-jwks-file exclude each other")
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
 	}
 	if c.dev() && !c.AllowUnauthenticated && !loopback(c.Listen) {
 		return fmt.Errorf("--listen %s is not a loopback address: give --api-keys or a JWT key, or --allow-unauthenticated to run open (development only)", c.Listen)
@@ -211,7 +235,9 @@ func (c config) validate() error {
 }
 
 // dev reports development mode: no way to authenticate anybody.
-func (c config) dev() bool { return c.APIKeys == "" && c.JWTSecretFile == "" && c.JWTPublicKey == "" }
+func (c config) dev() bool {
+	return c.APIKeys == "" && countSet(c.JWTSecretFile, c.JWTPublicKey, c.JWTJWKSURL, c.JWTJWKSFile) == 0
+}
 
 // accessLogSampleN is gateway.Config.AccessLogSampleN: 0 (server errors
 // only) becomes a sample no counter reaches.

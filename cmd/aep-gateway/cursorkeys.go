@@ -79,7 +79,7 @@ func loadCursorKeys(c config, log zerolog.Logger) (*cursor.Keyring, error) {
 		raw, err := os.ReadFile(path)
 		if errors.Is(err, os.ErrNotExist) {
 			raw = []byte("0 " + randomSecret() + "\n")
-			if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+			if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 				return nil, err
 			}
 			if err := os.WriteFile(path, raw, 0o600); err != nil {

@@ -54,15 +54,21 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded kafka port %q: %w", portStr, err)
 	}
-	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if err := privateDataDir(c.DataDir); err != nil {
+		return nil, err
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(port),
 		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
 			_, p, _ := net.SplitHostPort(addr)
-			return net.Listen(network, net.JoinHostPort(host, p))
+			ln, err := net.Listen(network, net.JoinHostPort(host, p))
+			if err != nil {
+				return nil, err
+			}
+			// kfake's accept loop returns on its first error; this one
+			// backs off and keeps accepting (docs/security.md).
+			return persistentListener(ln, log), nil
 		}),
 		kfake.ClusterID("aep-gateway-embedded"),
 		kfake.DataDir(filepath.Join(c.DataDir, "kafka")),
@@ -182,7 +188,7 @@ func (b *embeddedBroker) saveJournal() error {
 		return err
 	}
 	tmp := b.journalPath() + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, b.journalPath())

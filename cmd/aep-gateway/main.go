@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -78,6 +77,12 @@ func loadAuth(cfg config) (*gateway.KeyStore, *gateway.JWTVerifier, error) {
 		if jwt, err = gateway.NewJWTVerifierHMAC(bytes.TrimSpace(secret)); err != nil {
 			return nil, nil, err
 		}
+	case cfg.JWTJWKSURL != "" || cfg.JWTJWKSFile != "":
+		set, err := loadJWKS(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		jwt = gateway.NewJWTVerifierJWKS(set)
 	case cfg.JWTPublicKey != "":
 		pemBytes, err := os.ReadFile(cfg.JWTPublicKey)
 		if err != nil {
@@ -172,6 +177,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
+	reloader := startAuthReloader(cfg, keys, jwt, log)
+	lc.adds("auth reloader", reloader.Close)
 	if keys != nil {
 		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")
 	}
@@ -186,6 +193,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer}
 	if embedded != nil {
 		deps.Auditor = embedded
+		deps.Pinger = pingAll{producer, embedded} // /readyz sees a broker that stopped accepting
 	}
 	srv, err := gateway.New(gateway.Config{
 		Registry: reg,
@@ -194,7 +202,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			Event: aep.Limits{ValidatePayloads: cfg.ValidatePayloads},
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
-		RateLimit: gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+		RateLimit:   gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
+		ReadTimeout: cfg.ReadTimeout, MaxInflightBytesPerTenant: cfg.MaxInflightBytesPerTenant,
+		DevAnyHost: cfg.AllowUnauthenticated, CORSOrigins: cfg.corsOrigins(),
 
 		AccessLogSampleN: cfg.accessLogSampleN(), // --access-log-sample
 	}, deps)
@@ -218,10 +228,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	// Every stream of every binding is admitted by one Hub: one per-tenant
 	// cap, and one shutdown that ends them all.
 	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
+	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
 	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, keyring, srv.IngestFunc(aep.DialectD),
-		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log}))
+		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
 		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log})
@@ -233,7 +244,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	rl, err := dialectr.New(dialectr.Config{
 		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: opts, Naming: naming, Topics: prov,
 		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
-		Hub: hub, Logger: log,
+		Hub: hub, Logger: log, OriginPatterns: wsOrigins,
 	})
 	if err != nil {
 		return err
@@ -244,14 +255,14 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Mount(aep.DialectR, "/socket", rl.Socket())
 	srv.AdvertiseR(map[string]string{"stream": "/stream", "socket": "/socket"}, rl.Capabilities())
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listenHTTP(cfg, reg, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	httpSrv := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
 	// Streams never go idle: end them when shutdown starts, so that

@@ -7,6 +7,7 @@ package ingest
 
 import (
 	"context"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
@@ -34,6 +35,12 @@ type Result struct {
 	Attrs     aep.Attrs
 	Partition int32
 	Offset    int64
+	// RateLimited is set when the tenant's --rate-limit refused the
+	// events; Err then holds the dialect's limit error (retryable) and
+	// RetryAfter how long to wait (zero when the batch exceeds the burst
+	// and can never be taken whole).
+	RateLimited bool
+	RetryAfter  time.Duration
 }
 
 // Accepted reports whether the event is in the log.

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package main
+
+// restrictUmask has no umask to set outside Unix.
+func restrictUmask() {}
