@@ -3,6 +3,7 @@ GO        ?= go
 GOFLAGS   ?=
 PKGS      ?= ./...
 BENCHTIME ?= 1s
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .PHONY: run build test test-short bench fuzz vet kafka-up kafka-down clean
 
@@ -12,7 +13,7 @@ run:
 
 ## build: build the binaries into ./bin
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 ## test: vet, then every test this machine can run (race detector on); integration tests use
 ## KAFKA_BROKERS when set, else testcontainers when Docker answers, else the embedded broker
