@@ -3,73 +3,29 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
-	"github.com/aep-gateway/aep-gateway/gateway/delivery"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
-	"github.com/aep-gateway/aep-gateway/gateway/relay"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest/streamtest"
 )
 
 // newStreamGateway is a real gateway on kfake with the streaming bindings
-// mounted as cmd/aep-gateway/main.go mounts them: D SSE, D WebSocket,
-// durable subscriptions, R SSE and R WebSocket. It sets AEPCTL_URL to it
-// and points AEPCTL_CONFIG at a missing file, so the user's config plays no
-// part.
+// mounted as cmd/aep-gateway/main.go mounts them (streamtest). It sets
+// AEPCTL_URL to it and points AEPCTL_CONFIG at a missing file, so the
+// user's config plays no part.
 func newStreamGateway(t *testing.T) string {
 	t.Helper()
-	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 3, Config: func(c *gateway.Config) { c.WriteTimeout = 10 * time.Second }})
-	st.Server.Start()
-	log := zerolog.New(io.Discard)
-	fast := kgo.FetchMaxWait(100 * time.Millisecond)
-	opts := []kgo.Opt{st.Seeds, fast}
-	eng, err := delivery.NewEngine(delivery.Config{ClientOpts: opts, Topics: st.Provisioner, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := st.Server
-	tenantOf := func(r *http.Request) string { return gateway.TenantFrom(r.Context()) }
-	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events", delivery.NewSSEHandlerD(eng, st.Keyring, tenantOf, delivery.SSEConfig{Logger: log}))
-	wsD := delivery.NewWSHandlerD(eng, st.Keyring,
-		func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
-			return srv.Ingest(ctx, tenant, aep.DialectD, events)
-		}, tenantOf, delivery.WSConfigD{Logger: log})
-	srv.Mount(aep.DialectD, "/aep", wsD)
-	subs := delivery.NewSubscriptionsHandlerD(eng, st.Keyring, tenantOf, delivery.SubsConfigD{Logger: log})
-	srv.Mount(aep.DialectD, "/aep/subscriptions", subs)
-	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subs)
-	rl, err := relay.New(relay.Config{Engine: eng, Server: srv, ClientOpts: opts, Topics: st.Provisioner,
-		Index: cursor.IndexerConfig{Distance: 4, Every: 3}, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Mount(aep.DialectR, "/stream", rl.Stream())
-	srv.Mount(aep.DialectR, "/socket", rl.Socket())
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		rl.Close()
-		_ = wsD.Shutdown(context.Background())
-		hs.CloseClientConnections()
-		hs.Close()
-		eng.Close()
-	})
-	t.Setenv(envURL, hs.URL)
+	st := streamtest.New(t, gatewaytest.Options{Partitions: 3, Config: func(c *gateway.Config) { c.WriteTimeout = 10 * time.Second }}, nil)
+	t.Setenv(envURL, st.URL)
 	t.Setenv(envToken, "")
 	t.Setenv(envProfile, "")
 	t.Setenv(envConfig, filepath.Join(t.TempDir(), "no-config"))
-	return hs.URL
+	return st.URL
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
