@@ -68,6 +68,7 @@ func TestConnPrecedence(t *testing.T) {
 		{"env over profile", map[string]string{envURL: "http://env"}, nil, "http://env", "tok-default"},
 		{"flag over env", map[string]string{envURL: "http://env", envToken: "tok-env"}, []string{"--url", "http://flag"}, "http://flag", "tok-env"},
 		{"named profile", nil, []string{"--profile", "prod"}, "http://profile-prod", ""},
+		{"empty token flag", map[string]string{envToken: "tok-env"}, []string{"--token", ""}, "http://profile-default", ""},
 		{"profile from env", map[string]string{envProfile: "prod"}, nil, "http://profile-prod", ""},
 	} {
 		c, err := resolve(tc.env, tc.args...)

@@ -131,7 +131,9 @@ func (c *connFlags) resolve() error {
 		return err
 	}
 	c.url = firstNonEmpty(pick(set["url"], c.url), os.Getenv(envURL), prof.URL, defaultURL)
-	c.token = firstNonEmpty(pick(set["token"], c.token), os.Getenv(envToken), prof.Token)
+	if !set["token"] { // an explicit --token "" means no token
+		c.token = firstNonEmpty(os.Getenv(envToken), prof.Token)
+	}
 	return nil
 }
 
