@@ -199,6 +199,20 @@ func (r *resumeTracker) flag() (name, value string) {
 	return "--from", string(b)
 }
 
+// resumeSpec is spec continued after what was observed: D from the last
+// cursor (replayable: best_effort has no replay), R from the last positions.
+// Before any event it is spec itself.
+func (r *resumeTracker) resumeSpec(spec streamSpec) streamSpec {
+	name, value := r.flag()
+	switch name {
+	case "--from-cursor":
+		spec.Cursor, spec.Mode = value, "replayable"
+	case "--from":
+		spec.From = json.RawMessage(value)
+	}
+	return spec
+}
+
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -192,6 +192,10 @@ func writeJSONFrame(ctx context.Context, conn *websocket.Conn, v any) error {
 	return conn.Write(ctx, websocket.MessageText, b)
 }
 
+// errRefused marks a subscription the gateway refused in-band over a
+// WebSocket: retrying would get the same answer.
+var errRefused = errors.New("refused")
+
 // dErrorPayload is the error member of D's rejection payloads.
 type dErrorPayload struct {
 	Error struct {
@@ -269,7 +273,7 @@ func (s *wsDSource) await(ctx context.Context, ok, refused string) error {
 			s.cursor = p.Cursor
 			return nil
 		case refused, "session.error":
-			return fmt.Errorf("%s: %s", f.Type, p)
+			return fmt.Errorf("%s: %s (%w)", f.Type, p, errRefused)
 		}
 	}
 }
@@ -353,7 +357,7 @@ func (s *wsRSource) await(ctx context.Context, ok string) error {
 		case ok:
 			return nil
 		case "error":
-			return fmt.Errorf("%s: %s", f.Code, f.Detail)
+			return fmt.Errorf("%s: %s (%w)", f.Code, f.Detail, errRefused)
 		case "ping":
 			if err := s.pong(ctx, f); err != nil {
 				return err

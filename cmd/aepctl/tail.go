@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -18,6 +19,9 @@ type TailOptions struct {
 	Count   int           // stop after this many events; 0: no limit
 	Timeout time.Duration // stop after this long; 0: no limit
 	Width   int           // most payload runes on a pretty line
+	// Reconnect reopens a stream that was lost (not one the gateway
+	// refused) from the last event seen, with backoff.
+	Reconnect bool
 }
 
 // errIncomplete is a tail or consume that stopped on --timeout before it
@@ -29,8 +33,9 @@ var errIncomplete = errors.New("fewer events than --count before --timeout")
 var controlTypes = map[string]bool{"event.replayed": true, "event.redelivered": true, "event.dead_lettered": true}
 
 // Tail opens spec and prints its events to out until opt's bounds, the end
-// of ctx (a clean stop) or the end of the stream (an error). Remarks and the
-// resume point go to errw. It returns the number of events printed.
+// of ctx (a clean stop) or the end of the stream (an error; with
+// opt.Reconnect, a reopen from the last event seen). Remarks and the resume
+// point go to errw. It returns the number of events printed.
 func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
 	parent := ctx
 	if opt.Timeout > 0 {
@@ -38,30 +43,62 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 		ctx, cancel = context.WithTimeout(ctx, opt.Timeout)
 		defer cancel()
 	}
-	src, err := openStream(ctx, c, spec)
-	if err != nil {
-		if parent.Err() != nil {
-			return 0, nil
-		}
-		if ctx.Err() != nil {
-			return 0, fmt.Errorf("tail: no stream within --timeout %v: %w", opt.Timeout, err)
-		}
-		return 0, fmt.Errorf("tail: %w", err)
-	}
-	defer src.Close()
-	fmt.Fprintf(errw, "tail: %s stream of dialect %s open on %s\n", spec.Transport, spec.Dialect, c.BaseURL)
 	tr := newResumeTracker(spec.Dialect)
-	if ws, ok := src.(*wsDSource); ok {
-		tr.cursor = ws.cursor
-	}
 	p := &printer{w: out, format: opt.Output, width: opt.Width}
 	n := 0
-	for opt.Count == 0 || n < opt.Count {
+	wait := reconnectMin
+	for opened := false; ; {
+		src, err := openStream(ctx, c, tr.resumeSpec(spec))
+		if err != nil {
+			switch {
+			case parent.Err() != nil:
+				return n, nil
+			case ctx.Err() != nil:
+				printResume(errw, tr)
+				return n, fmt.Errorf("tail: no stream within --timeout %v: %w", opt.Timeout, err)
+			case !opt.Reconnect || !opened || refused(err):
+				return n, fmt.Errorf("tail: %w", err)
+			}
+			fmt.Fprintf(errw, "tail: %v; retrying in %v\n", err, wait)
+			if !sleepCtx(ctx, wait) {
+				printResume(errw, tr)
+				return n, tailEnd(parent, ctx, ctx.Err(), opt, n)
+			}
+			wait = min(2*wait, reconnectMax)
+			continue
+		}
+		opened, wait = true, reconnectMin
+		fmt.Fprintf(errw, "tail: %s stream of dialect %s open on %s\n", spec.Transport, spec.Dialect, c.BaseURL)
+		if ws, ok := src.(*wsDSource); ok && tr.cursor == "" {
+			tr.cursor = ws.cursor
+		}
+		err = tailStream(ctx, src, p, tr, spec.Dialect, opt.Count, &n, errw)
+		src.Close()
+		if err == nil { // --count reached
+			printResume(errw, tr)
+			return n, nil
+		}
+		if !opt.Reconnect || ctx.Err() != nil {
+			printResume(errw, tr)
+			return n, tailEnd(parent, ctx, err, opt, n)
+		}
+		fmt.Fprintf(errw, "tail: stream lost (%v); reconnecting\n", endText(err))
+	}
+}
+
+// Reconnect backoff of tail --reconnect.
+const (
+	reconnectMin = 500 * time.Millisecond
+	reconnectMax = 10 * time.Second
+)
+
+// tailStream prints src's events until count is reached (nil) or the
+// stream ends (its error).
+func tailStream(ctx context.Context, src source, p *printer, tr *resumeTracker, d aep.Dialect, count int, n *int, errw io.Writer) error {
+	for count == 0 || *n < count {
 		it, err := src.Next(ctx)
 		if err != nil {
-			err = tailEnd(parent, ctx, err, opt, n)
-			printResume(errw, tr)
-			return n, err
+			return err
 		}
 		if it.Note != "" {
 			fmt.Fprintf(errw, "tail: %s\n", it.Note)
@@ -71,12 +108,28 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 		_ = json.Unmarshal(it.Data, &v) // a non-JSON message still prints raw
 		tr.observe(it, &v)
 		p.print(it, &v)
-		if !(spec.Dialect == aep.DialectD && controlTypes[v.Type]) {
-			n++
+		if !(d == aep.DialectD && controlTypes[v.Type]) {
+			*n++
 		}
 	}
-	printResume(errw, tr)
-	return n, nil
+	return nil
+}
+
+func endText(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "the connection ended"
+	}
+	return err.Error()
+}
+
+// refused reports an answer that a retry would get again: a 4xx other than
+// 408 and 429, or a subscription the gateway refused in-band.
+func refused(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests
+	}
+	return errors.Is(err, errRefused)
 }
 
 // tailEnd turns the error that ended a stream into the command's outcome.
@@ -105,7 +158,7 @@ func printResume(w io.Writer, tr *resumeTracker) {
 }
 
 const tailSynopsis = `tail [--dialect r|d] [--transport sse|ws] [filters] [--from-cursor C | --from POSITIONS]
-             [--output pretty|ndjson|json] [--count N] [--timeout D] [--url URL] [--token KEY] [--profile P]`
+             [--output pretty|ndjson|json] [--count N] [--timeout D] [--reconnect] [--url URL] [--token KEY] [--profile P]`
 
 const tailHelp = `Prints the gateway's events as they arrive, over SSE or WebSocket, in either
 dialect (the events of the tenant of the token).
@@ -113,7 +166,8 @@ dialect (the events of the tenant of the token).
 Dialect D (GET /aep/events, or WebSocket /aep with subprotocol aep-0.1):
   filters --types, --source, --target, --topic, --session, --conversation,
   --task (comma-separated, any-of; type patterns like "task.*"); with none
-  of them the filter is --types '*'. --mode best_effort|replayable.
+  of types/source/target/topic, --types '*' is added. --mode
+  best_effort|replayable.
   Resume: --from-cursor CURSOR (a replayable stream from that point).
 Dialect R (GET /stream, or WebSocket /socket):
   --filter '{"session":"s1","type":"tool.*"}' (attr-match JSON),
@@ -127,7 +181,8 @@ event as received, one per line; json, one object per line
 the flag that resumes after the last event seen ("tail: resume with ...").
 
 Stops after --count events, after --timeout (exit 1 if --count was not
-reached), or on Ctrl-C (exit 0). A stream the gateway ends is exit 1.
+reached), or on Ctrl-C (exit 0). A stream that ends is exit 1, unless
+--reconnect: then it is opened again from the last event seen.
 `
 
 func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -147,6 +202,7 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	count := fs.Int("count", 0, "stop after N events (0: no limit)")
 	timeout := fs.Duration("timeout", 0, "stop after this long (0: no limit)")
 	width := fs.Int("width", 100, "most payload characters on a pretty line (0: all)")
+	reconnect := fs.Bool("reconnect", false, "reopen a lost stream from the last event seen (backoff 0.5s to 10s), until --timeout, --count or Ctrl-C")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -204,6 +260,6 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	c := &Client{BaseURL: conn.url, Token: conn.token}
-	_, err := Tail(ctx, c, spec, TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width}, stdout, stderr)
+	_, err := Tail(ctx, c, spec, TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width, Reconnect: *reconnect}, stdout, stderr)
 	return err
 }

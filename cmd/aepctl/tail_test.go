@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -157,5 +161,107 @@ func TestTailBoundsAndRefusals(t *testing.T) {
 	tail.cancel()
 	if code := tail.wait(); code != exitOK {
 		t.Errorf("cancelled tail: exit %d\n%s", code, tail.err.String())
+	}
+}
+
+// cutProxy is a TCP proxy in front of the gateway whose connections the
+// test can cut, as a restarting gateway or a dropped network would.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: strings.TrimPrefix(target, "http://")}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Go(func() { io.Copy(u, c); u.Close() })
+			p.wg.Go(func() { io.Copy(c, u); c.Close() })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *cutProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+// cut closes every connection made so far.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// tail --reconnect survives a lost connection: it reopens from the last
+// event seen, so the event published while it was away arrives and the one
+// before is not repeated.
+func TestTailReconnects(t *testing.T) {
+	gw := newStreamGateway(t)
+	for _, tc := range []struct{ dialect, transport string }{{"d", "sse"}, {"d", "ws"}, {"r", "sse"}, {"r", "ws"}} {
+		t.Run(tc.dialect+"-"+tc.transport, func(t *testing.T) {
+			proxy := newCutProxy(t, gw)
+			tag := "rc-" + tc.dialect + tc.transport
+			var ids, lines []string
+			for i := range 2 {
+				if tc.dialect == "d" {
+					ids = append(ids, fmt.Sprintf("evt_%s_%d", tag, i))
+					lines = append(lines, dLine(ids[i], "task.progress", "sess_"+tag))
+				} else {
+					ids = append(ids, ulid.Make().String())
+					lines = append(lines, rLine(ids[i], tag, i))
+				}
+			}
+			filter := []string{"--types", "task.*", "--session", "sess_" + tag}
+			if tc.dialect == "r" {
+				filter = []string{"--filter", `{"session":"` + tag + `"}`}
+			}
+			tail := startRun(t, append([]string{"tail", "--url", proxy.url(), "--reconnect", "--dialect", tc.dialect, "--transport", tc.transport,
+				"--count", "2", "--timeout", "30s", "-o", "ndjson"}, filter...)...)
+			tail.waitStderr("open on")
+			runOK(t, lines[0]+"\n", "publish")
+			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(tail.out.String(), ids[0]); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("first event not printed:\n%s", tail.err.String())
+				}
+			}
+			proxy.cut()
+			tail.waitStderr("reconnecting")
+			runOK(t, lines[1]+"\n", "publish")
+			if code := tail.wait(); code != exitOK {
+				t.Fatalf("tail: exit %d\n%s", code, tail.err.String())
+			}
+			out := tail.out.String()
+			events := strings.Count(out, "\n") - strings.Count(out, `"type":"event.replayed"`) // D tells its replay
+			once := func(id string) bool { return strings.Count(out, `"id":"`+id+`"`) == 1 }
+			if !once(ids[0]) || !once(ids[1]) || events != 2 {
+				t.Errorf("printed:\n%s\nstderr:\n%s", out, tail.err.String())
+			}
+			if strings.Count(tail.err.String(), "open on") < 2 {
+				t.Errorf("no second open:\n%s", tail.err.String())
+			}
+		})
 	}
 }
