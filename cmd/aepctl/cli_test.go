@@ -71,6 +71,23 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
+// --help goes to stdout (so it pages), a usage error's text to stderr.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"bench", "ingest"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(cmd, "--help"), nil, &out, &errb); code != exitOK || errb.Len() != 0 ||
+			!strings.HasPrefix(out.String(), "Usage: aepctl "+strings.Join(cmd, " ")) || !strings.Contains(out.String(), "show this help") {
+			t.Errorf("%v --help: exit %d, stdout %.60q, stderr %.60q", cmd, code, out.String(), errb.String())
+		}
+		out.Reset()
+		errb.Reset()
+		if code := run(context.Background(), append(cmd, "--no-such-flag"), nil, &out, &errb); code != exitUsage || out.Len() != 0 ||
+			!strings.Contains(errb.String(), "flag provided but not defined") {
+			t.Errorf("%v bad flag: exit %d, stdout %.60q", cmd, code, out.String())
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	var out, errb bytes.Buffer
 	run(context.Background(), []string{"version"}, nil, &out, &errb)

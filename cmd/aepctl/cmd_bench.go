@@ -38,7 +38,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(stderr, benchHelp)
 		return errUsage
 	}
-	fs := newFlagSet("bench ingest", benchSynopsis, stderr)
+	fs := newFlagSet("bench ingest", benchSynopsis, stdout, stderr)
 	var conn connFlags
 	conn.register(fs)
 	dialect := fs.String("dialect", "r", "dialect of the events: r or d")

@@ -8,7 +8,7 @@ import (
 )
 
 func cmdGen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gen", "gen [--dialect r|d] [--sessions S] [--events N] [--size BYTES] [--seed N] [--output ndjson|json]", stderr,
+	fs := newFlagSet("gen", "gen [--dialect r|d] [--sessions S] [--events N] [--size BYTES] [--seed N] [--output ndjson|json]", stdout, stderr,
 		"Prints valid synthetic events, round robin over --sessions sessions: NDJSON\n(one event a line, what publish reads) or, with --output json, one JSON array.\n")
 	dialect := fs.String("dialect", "r", "dialect of the events: r or d")
 	sessions := fs.Int("sessions", 10, "sessions the events are spread over, round robin")

@@ -9,7 +9,7 @@ import (
 )
 
 func cmdPublish(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--attempts N] [--output text|json] [--progress] [FILE|-]", stderr,
+	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--attempts N] [--output text|json] [--progress] [FILE|-]", stdout, stderr,
 		"Posts NDJSON events (one a line) from FILE or stdin in batches, with retries on\n5xx, 429 and connection errors. Text output: one line per batch and a total;\nrefused events on stderr by input line number. --output json: one JSON object\n{events, accepted, rejected, failed, requests, batches} at the end.\n")
 	var conn connFlags
 	conn.register(fs)

@@ -93,7 +93,7 @@ func splitList(s string) []string {
 }
 
 func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--expires-in D] [--from-cursor C]", stderr,
+	fs := newFlagSet("subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--expires-in D] [--from-cursor C]", stdout, stderr,
 		"Creates a durable at_least_once subscription (POST /aep/subscriptions). The filter\nneeds one of --types, --source, --target or --topic. It starts at the current end\nof the log (or at --from-cursor) and prints the new subscription's id.\n")
 	var conn connFlags
 	conn.register(fs)
@@ -146,7 +146,7 @@ func cmdSubOne(ctx context.Context, verb string, args []string, stdout, stderr i
 	if verb == "list" {
 		synopsis = "subscriptions list"
 	}
-	fs := newFlagSet("subscriptions "+verb, synopsis, stderr)
+	fs := newFlagSet("subscriptions "+verb, synopsis, stdout, stderr)
 	var conn connFlags
 	conn.register(fs)
 	out := outputFlag(fs, "text", "text", "json")
@@ -255,7 +255,7 @@ func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.W
 	if reject {
 		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message. The rejections must go\nto the gateway node that serves the subscription's open stream.\n"
 	}
-	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M] EVENT_ID...", stderr, help)
+	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M] EVENT_ID...", stdout, stderr, help)
 	var conn connFlags
 	conn.register(fs)
 	id := fs.String("subscription", "", "subscription id (required)")
@@ -321,7 +321,7 @@ stream is the one that takes its acks.
 `
 
 func cmdConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("consume", consumeSynopsis, stderr, consumeHelp)
+	fs := newFlagSet("consume", consumeSynopsis, stdout, stderr, consumeHelp)
 	var conn connFlags
 	conn.register(fs)
 	id := fs.String("subscription", "", "subscription id (required)")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -14,20 +15,39 @@ import (
 const defaultURL = "http://127.0.0.1:8080"
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with
-// a usage text that names the command.
-// help, when given, is printed between the synopsis and the flags.
-func newFlagSet(name, synopsis string, stderr io.Writer, help ...string) *flag.FlagSet {
+// a usage text that names the command; help, when given, is printed between
+// the synopsis and the flags. -h/--help prints it to stdout; a usage error
+// prints it to stderr after the error.
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer, help ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: aepctl %s\n\n", synopsis)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: aepctl %s\n\n", synopsis)
 		for _, h := range help {
-			fmt.Fprintf(stderr, "%s\n", h)
+			fmt.Fprintf(w, "%s\n", h)
 		}
-		fmt.Fprintf(stderr, "Flags:\n")
+		fmt.Fprintf(w, "Flags:\n")
 		fs.PrintDefaults()
 	}
+	h := &helpFlag{out: stdout}
+	fs.Var(h, "help", "show this help")
+	fs.Var(h, "h", "show this help")
 	return fs
+}
+
+// helpFlag is -h/--help: set, parseFlags prints the usage to out.
+type helpFlag struct {
+	set bool
+	out io.Writer
+}
+
+func (h *helpFlag) String() string   { return "" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+func (h *helpFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	h.set = b
+	return err
 }
 
 // outputValue is an --output flag restricted to a set of formats.
@@ -85,6 +105,13 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	_ = fs.Parse(append([]string{"--"}, pos...)) // sets fs.Args
+	if f := fs.Lookup("help"); f != nil {
+		if h, ok := f.Value.(*helpFlag); ok && h.set {
+			fs.SetOutput(h.out)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
 	return nil
 }
 

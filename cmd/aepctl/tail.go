@@ -186,7 +186,7 @@ reached), or on Ctrl-C (exit 0). A stream that ends is exit 1, unless
 `
 
 func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tail", tailSynopsis, stderr, tailHelp)
+	fs := newFlagSet("tail", tailSynopsis, stdout, stderr, tailHelp)
 	var conn connFlags
 	conn.register(fs)
 	dialect := fs.String("dialect", "r", "dialect: r or d")
