@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,89 @@ func TestConsoleBehindAuthentication(t *testing.T) {
 	}
 }
 
+// nodeRun is a Node process running a test script; the test reads its
+// stdout line by line and unblocks it with go().
+type nodeRun struct {
+	t      *testing.T
+	stdin  io.Writer
+	lines  *bufio.Scanner
+	stderr *lockedBuffer
+}
+
+// lockedBuffer is the process's stderr, written by exec's copier and read
+// by the test when it fails.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startNode runs script as an ES module with args, or skips the test when
+// node is not installed. The process is killed at the test's end.
+func startNode(t *testing.T, script string, args ...string) *nodeRun {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed; the console's scripts are not run")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, node, append([]string{"--input-type=module", "-e", script}, args...)...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	n := &nodeRun{t: t, stdin: stdin, lines: bufio.NewScanner(stdout), stderr: &lockedBuffer{}}
+	cmd.Stderr = n.stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	return n
+}
+
+// next returns the next line, failing when there is none.
+func (n *nodeRun) next() string {
+	n.t.Helper()
+	if !n.lines.Scan() {
+		n.t.Fatalf("node ended early: %v\n%s", n.lines.Err(), n.stderr.String())
+	}
+	return n.lines.Text()
+}
+
+// goOn unblocks the script's next wait for a line on stdin.
+func (n *nodeRun) goOn() { io.WriteString(n.stdin, "go\n") }
+
+// publish posts NDJSON events of dialect d ("d" or "r") with the key.
+func publish(t *testing.T, base, key, d string, events ...string) {
+	t.Helper()
+	path := "/aep/events"
+	if d == "r" {
+		path = "/events"
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(strings.Join(events, "\n")+"\n"))
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("AEP-Version", "0.1")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("publish: %d", resp.StatusCode)
+	}
+}
+
 // nodeScript drives stream.js, the console's streaming client, under Node
 // against a running gateway: it prints "open" when the stream is
 // subscribed, then each event id; after two it "pauses" (aborts) and
@@ -148,10 +232,6 @@ process.exit(0);
 // published during the test arrive whatever their type (no EventSource
 // listener list), the filter narrows them, and pause/resume misses nothing.
 func TestStreamJSAgainstGateway(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed; the console's stream client is not run")
-	}
 	base := stack(t, "k-node")
 	script, err := filepath.Abs("static/stream.js")
 	if err != nil {
@@ -180,46 +260,10 @@ func TestStreamJSAgainstGateway(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.dialect, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "--input-type=module", "-e", fmt.Sprintf(nodeScript, "file://"+script), base, "k-node", tc.dialect, tc.filter)
-			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = cmd.Wait() }()
-			lines := bufio.NewScanner(stdout)
-			next := func() string {
-				t.Helper()
-				if !lines.Scan() {
-					t.Fatalf("node ended early: %v\n%s", lines.Err(), stderr.String())
-				}
-				return lines.Text()
-			}
-			publish := func(ev ...string) {
-				t.Helper()
-				path := "/aep/events"
-				if tc.dialect == "r" {
-					path = "/events"
-				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+path, strings.NewReader(strings.Join(ev, "\n")+"\n"))
-				req.Header.Set("Content-Type", "application/x-ndjson")
-				req.Header.Set("AEP-Version", "0.1")
-				req.Header.Set("Authorization", "Bearer k-node")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusAccepted {
-					t.Fatalf("publish: %d", resp.StatusCode)
-				}
-			}
+			n := startNode(t, fmt.Sprintf(nodeScript, "file://"+script), base, "k-node", tc.dialect, tc.filter)
+			next := n.next
 			if l := next(); l != "open" {
-				t.Fatalf("first line %q\n%s", l, stderr.String())
+				t.Fatalf("first line %q\n%s", l, n.stderr.String())
 			}
 			var want []string
 			var batch []string
@@ -230,7 +274,7 @@ func TestStreamJSAgainstGateway(t *testing.T) {
 				batch = append(batch, skip, keep)
 			}
 			for _, ev := range batch {
-				publish(ev) // one request each: R would refuse nothing, but keeps each in order
+				publish(t, base, "k-node", tc.dialect, ev)
 			}
 			for _, id := range want {
 				if l := next(); !strings.HasPrefix(l, "event "+id+" ") {
@@ -242,8 +286,8 @@ func TestStreamJSAgainstGateway(t *testing.T) {
 			}
 			_, skip := tc.events(2, false)
 			id, keep := tc.events(2, true)
-			publish(skip, keep) // while paused
-			io.WriteString(stdin, "go\n")
+			publish(t, base, "k-node", tc.dialect, skip, keep) // while paused
+			n.goOn()
 			if l := next(); !strings.HasPrefix(l, "event "+id+" ") {
 				t.Errorf("after resume: %q, want event %s", l, id)
 			}
@@ -272,5 +316,117 @@ func TestConsoleJSSyntax(t *testing.T) {
 		if out, err := exec.Command(node, "--check", mjs).CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", f, err, out)
 		}
+	}
+}
+
+// domScript runs console.js, the page itself, under Node with a minimal
+// stand-in for the few DOM calls it makes, against a running gateway: the
+// test drives the form and the Pause button as a user would and reads what
+// the page put in its tables.
+const domScript = `
+const [base, token, consoleJS] = process.argv.slice(1);
+class El {
+  constructor(tag) {
+    Object.assign(this, { tagName: tag, children: [], textContent: "", className: "", dataset: {}, listeners: {}, value: "", disabled: false, placeholder: "" });
+    this.classList = { toggle: (c, on) => { this.className = on ? c : ""; } };
+  }
+  append(...cs) { for (const c of cs) { c.parent = this; this.children.push(c); } }
+  prepend(c) { c.parent = this; this.children.unshift(c); }
+  replaceChildren(...cs) { this.children = []; this.append(...cs); }
+  remove() { this.parent.children = this.parent.children.filter((c) => c !== this); }
+  get rows() { return this.children; }
+  get lastElementChild() { return this.children[this.children.length - 1]; }
+  addEventListener(type, f) { this.listeners[type] = f; }
+  text() { return this.children.map((c) => c.textContent).join("|"); }
+}
+const els = {};
+for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subscriptions"]) els[id] = new El("x");
+els.events.tBodies = [new El("tbody")];
+els.subscriptions.tBodies = [new El("tbody")];
+els.dialect.value = "d";
+els.filter.value = "types=task.*&session_id=sess_dom";
+els.pause.textContent = "Pause";
+globalThis.document = { getElementById: (id) => els[id], createElement: (t) => new El(t) };
+globalThis.location = { search: "?access_token=" + token, origin: base };
+const realFetch = globalThis.fetch;
+globalThis.fetch = (u, o) => realFetch(new URL(u, base), o);
+const until = async (f) => { for (let i = 0; i < 1000 && !f(); i++) await new Promise((r) => setTimeout(r, 20)); };
+const line = () => new Promise((r) => process.stdin.once("data", r));
+
+await import(consoleJS + "?access_token=" + token);
+await until(() => els.health.textContent !== "" && els["subs-status"].textContent !== "");
+console.log("health " + els.health.textContent + " (" + els.health.className + ")");
+console.log("subs " + els.subscriptions.tBodies[0].children.map((r) => r.text()).join(" / "));
+els["tail-form"].listeners.submit({ preventDefault() {} });
+await until(() => els["tail-status"].textContent.startsWith("live"));
+console.log("open " + els["tail-status"].textContent);
+await line(); // the test published one event
+const rows = els.events.tBodies[0];
+await until(() => rows.children.length >= 1);
+console.log("row " + rows.children[0].text());
+els.pause.listeners.click();
+console.log("status " + els["tail-status"].textContent + "; button " + els.pause.textContent);
+await line(); // the test published another event while paused
+els.pause.listeners.click();
+await until(() => rows.children.length >= 3); // the event missed while paused, then event.replayed
+console.log("rows " + rows.children.length + ": " + rows.children.map((r) => r.text()).join(" / "));
+process.exit(0);
+`
+
+// The page itself (console.js) against a gateway, under a stand-in DOM: the
+// health badge, the subscriptions table with its lag, the live tail showing
+// an event published during the test, and pause/resume missing nothing.
+func TestConsolePageAgainstGateway(t *testing.T) {
+	base := stack(t, "k-dom")
+	req, _ := http.NewRequest(http.MethodPost, base+"/aep/subscriptions", strings.NewReader(`{"types":["task.*"]}`))
+	req.Header.Set("Authorization", "Bearer k-dom")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create subscription: %d", resp.StatusCode)
+	}
+	event := func(id string) string {
+		return fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":"task.progress","source":"agent:dom","session_id":"sess_dom","created_at":"2026-07-09T10:00:01Z","payload":{"n":%q}}`, id, id)
+	}
+	script, err := filepath.Abs("static/console.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, domScript, base, "k-dom", "file://"+script)
+	next := func(prefix string) string {
+		t.Helper()
+		l := n.next()
+		if !strings.HasPrefix(l, prefix) {
+			t.Fatalf("got %q, want %s...", l, prefix)
+		}
+		return l
+	}
+	if l := next("health "); l != "health node ready (badge ok)" {
+		t.Errorf("%s", l)
+	}
+	if l := next("subs "); !strings.Contains(l, "sub_") || !strings.Contains(l, `{"types":["task.*"]}|0|no`) {
+		t.Errorf("subscriptions table: %s", l)
+	}
+	next("open live")
+	publish(t, base, "k-dom", "d", event("evt_dom_1"))
+	n.goOn()
+	if l := next("row "); l != `row 10:00:01.000|task.progress|agent:dom|sess_dom|{"n":"evt_dom_1"}` {
+		t.Errorf("%s", l)
+	}
+	if l := next("status "); l != "status paused after 1 events; button Resume" {
+		t.Errorf("%s", l)
+	}
+	publish(t, base, "k-dom", "d", event("evt_dom_2"))
+	n.goOn()
+	// Resume replays from the cursor of evt_dom_1: evt_dom_2 once, then the
+	// gateway's event.replayed (newest first).
+	l := next("rows ")
+	if !strings.HasPrefix(l, "rows 3: ") || strings.Count(l, "evt_dom_2") != 1 || strings.Count(l, `"n":"evt_dom_1"`) != 1 ||
+		!strings.Contains(l, `|event.replayed|aep-gateway|-|{"from_cursor":`) || !strings.Contains(l, `"events_replayed":1}`) {
+		t.Errorf("after resume: %s", l)
 	}
 }
