@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -340,7 +341,7 @@ class El {
   text() { return this.children.map((c) => c.textContent).join("|"); }
 }
 const els = {};
-for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subscriptions"]) els[id] = new El("x");
+for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions"]) els[id] = new El("x");
 els.events.tBodies = [new El("tbody")];
 els.subscriptions.tBodies = [new El("tbody")];
 els.dialect.value = "d";
@@ -370,6 +371,12 @@ await line(); // the test published another event while paused
 els.pause.listeners.click();
 await until(() => rows.children.length >= 3); // the event missed while paused, then event.replayed
 console.log("rows " + rows.children.length + ": " + rows.children.map((r) => r.text()).join(" / "));
+const subsRow = () => els.subscriptions.tBodies[0].children.map((r) => r.text()).join(" / ");
+await els["subs-refresh"].listeners.click();
+console.log("subs " + subsRow());
+await line(); // the test acknowledged both events on the subscription's stream
+await els["subs-refresh"].listeners.click();
+console.log("subs " + subsRow());
 process.exit(0);
 `
 
@@ -385,9 +392,12 @@ func TestConsolePageAgainstGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create subscription: %d", resp.StatusCode)
+	defer resp.Body.Close()
+	var created struct {
+		ID string `json:"subscription_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create subscription: %d %v", resp.StatusCode, err)
 	}
 	event := func(id string) string {
 		return fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":"task.progress","source":"agent:dom","session_id":"sess_dom","created_at":"2026-07-09T10:00:01Z","payload":{"n":%q}}`, id, id)
@@ -428,5 +438,71 @@ func TestConsolePageAgainstGateway(t *testing.T) {
 	if !strings.HasPrefix(l, "rows 3: ") || strings.Count(l, "evt_dom_2") != 1 || strings.Count(l, `"n":"evt_dom_1"`) != 1 ||
 		!strings.Contains(l, `|event.replayed|aep-gateway|-|{"from_cursor":`) || !strings.Contains(l, `"events_replayed":1}`) {
 		t.Errorf("after resume: %s", l)
+	}
+	// Both events match the durable subscription: its lag is 2 until they
+	// are acknowledged on its stream, then 0.
+	if l := next("subs "); !strings.Contains(l, "|2|no|") {
+		t.Errorf("lag before acks: %s", l)
+	}
+	ackAll(t, base, "k-dom", created.ID, 2)
+	n.goOn()
+	if l := next("subs "); !strings.Contains(l, "|0|no|") {
+		t.Errorf("lag after acks: %s", l)
+	}
+}
+
+// ackAll reads n events of a durable subscription's stream, acknowledges
+// them, closes the stream and waits until the gateway reports lag 0.
+func ackAll(t *testing.T, base, key, id string, n int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/aep/subscriptions/"+id+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acks []string
+	sc := bufio.NewScanner(resp.Body)
+	for len(acks) < n && sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev struct {
+				ID string `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(data), &ev)
+			acks = append(acks, fmt.Sprintf(`{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, ev.ID))
+		}
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/aep/subscriptions/"+id+"/acks", strings.NewReader("["+strings.Join(acks, ",")+"]"))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	ar, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(ar.Body)
+	ar.Body.Close()
+	if strings.Count(string(b), `"applied"`) != n {
+		t.Fatalf("acks: %d %s", ar.StatusCode, b)
+	}
+	resp.Body.Close() // the stream's end commits what was acknowledged
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/aep/subscriptions/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Lag       int64 `json:"lag"`
+			Streaming bool  `json:"streaming"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&st)
+		r.Body.Close()
+		if st.Lag == 0 && !st.Streaming {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag stayed %d", st.Lag)
+		}
 	}
 }

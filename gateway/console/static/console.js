@@ -139,6 +139,7 @@ async function refreshHealth() {
   }
 }
 
+$("subs-refresh").addEventListener("click", refreshSubs);
 refreshSubs();
 refreshHealth();
 setInterval(refreshSubs, SUBS_EVERY_MS);
