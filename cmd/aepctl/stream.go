@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -127,6 +128,10 @@ func (s *sseSource) Next(ctx context.Context) (item, error) {
 
 func (s *sseSource) Close() error { return s.resp.Body.Close() }
 
+// wsSetupTimeout bounds a WebSocket's handshake messages (hello or
+// session.opened, then the subscription's answer).
+const wsSetupTimeout = 30 * time.Second
+
 // dialWS opens a WebSocket to path with the bearer token.
 func dialWS(ctx context.Context, c *Client, path string, subprotocols []string) (*websocket.Conn, error) {
 	u, err := c.wsURL(path)
@@ -227,7 +232,9 @@ func openWSD(ctx context.Context, c *Client, spec streamSpec) (*wsDSource, error
 	}
 	s := &wsDSource{conn: conn}
 	session := "sess_aepctl_" + strings.ToLower(newDEnvelope("", "", nil).ID[4:])
-	if err := s.handshake(ctx, session, spec); err != nil {
+	hctx, cancel := context.WithTimeout(ctx, wsSetupTimeout)
+	defer cancel()
+	if err := s.handshake(hctx, session, spec); err != nil {
 		conn.CloseNow()
 		return nil, err
 	}
@@ -316,7 +323,9 @@ func openWSR(ctx context.Context, c *Client, spec streamSpec) (*wsRSource, error
 		return nil, err
 	}
 	s := &wsRSource{conn: conn}
-	if err := s.handshake(ctx, spec); err != nil {
+	hctx, cancel := context.WithTimeout(ctx, wsSetupTimeout)
+	defer cancel()
+	if err := s.handshake(hctx, spec); err != nil {
 		conn.CloseNow()
 		return nil, err
 	}
