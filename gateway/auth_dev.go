@@ -52,6 +52,9 @@ func queryTokenAllowed(r *http.Request) bool {
 	case "/aep/events", "/stream", "/aep", "/socket":
 		return true
 	default:
+		if strings.HasPrefix(p, "/console/") {
+			return true // the console's page and assets (a browser cannot send a header to load them)
+		}
 		rest, ok := strings.CutPrefix(p, "/aep/subscriptions/")
 		id, ok2 := strings.CutSuffix(rest, "/stream")
 		return ok && ok2 && id != "" && !strings.Contains(id, "/")

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/console"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
@@ -253,6 +254,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	lc.add("streams", hub.Shutdown)
 	srv.Mount(aep.DialectR, "/stream", rl.Stream())
 	srv.Mount(aep.DialectR, "/socket", rl.Socket())
+	if cfg.Console {
+		srv.Mount(aep.DialectD, "/console/*", http.StripPrefix("/console", console.Handler()))
+	}
 	srv.AdvertiseR(map[string]string{"stream": "/stream", "socket": "/socket"}, rl.Capabilities())
 
 	ln, err := listenHTTP(cfg, reg, log)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -62,6 +64,12 @@ type BenchConfig struct {
 	// BaselinePartitions of a created BaselineTopic; zero means 12, the
 	// gateway's default for tenant topics.
 	BaselinePartitions int
+
+	// Progress, when not nil, gets a line when a phase starts and ends and
+	// one per ProgressEvery while it runs.
+	Progress io.Writer `json:"-"`
+	// ProgressEvery is the period of progress lines; zero means 1s.
+	ProgressEvery time.Duration `json:"-"`
 }
 
 func (c BenchConfig) withDefaults() BenchConfig {
@@ -273,12 +281,15 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 	jobs := make(chan *loadBatch, cfg.Concurrency)
 	workers := make([]workerStats, cfg.Concurrency)
 	var wg sync.WaitGroup
+	var live atomic.Int64 // accepted so far, for progress lines
 	start := time.Now()
+	stopProgress := startProgress(cfg, name, target, start, &live)
 	for i := range workers {
-		wg.Go(func() { workers[i].run(ctx, cfg.RequestTimeout, s, jobs) })
+		wg.Go(func() { workers[i].run(ctx, cfg.RequestTimeout, s, jobs, &live) })
 	}
 	sent, behind := dispatch(ctx, cfg, genStart, start, jobs)
 	wg.Wait()
+	stopProgress()
 	rep := PhaseReport{Name: name, Target: target, Elapsed: time.Since(start), Events: sent, Behind: behind, ByStatus: map[string]int{}}
 	var h, hs histogram
 	for i := range workers {
@@ -296,6 +307,44 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 	rep.Latency = h.summary()
 	rep.FromSchedule = hs.summary()
 	return rep
+}
+
+// startProgress prints that the phase starts and, every ProgressEvery, the
+// events accepted so far; the returned func stops the printer and waits for
+// it. Without cfg.Progress it does nothing.
+func startProgress(cfg BenchConfig, name, target string, start time.Time, live *atomic.Int64) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	every := cfg.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	fmt.Fprintf(cfg.Progress, "bench: phase %s (%s) started, up to %v\n", name, target, cfg.Duration)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() { // owned by the phase: stop closes done and waits
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last, lastAt := int64(0), start
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				n := live.Load()
+				rate := float64(n-last) / now.Sub(lastAt).Seconds()
+				fmt.Fprintf(cfg.Progress, "bench: %s %v: %d accepted, %.0f events/s\n", name, now.Sub(start).Round(time.Second), n, rate)
+				last, lastAt = n, now
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		fmt.Fprintf(cfg.Progress, "bench: phase %s done in %v: %d accepted\n", name, time.Since(start).Round(time.Millisecond), live.Load())
+	}
 }
 
 // dispatch generates batches and hands them to the workers until the
@@ -374,7 +423,7 @@ type workerStats struct {
 	hist, fromSchedule                   histogram
 }
 
-func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSender, jobs <-chan *loadBatch) {
+func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSender, jobs <-chan *loadBatch, live *atomic.Int64) {
 	w.byStatus = map[string]int{}
 	for b := range jobs {
 		rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -388,6 +437,7 @@ func (w *workerStats) run(ctx context.Context, timeout time.Duration, s batchSen
 		cancel()
 		w.requests++
 		w.accepted += o.accepted
+		live.Add(int64(o.accepted))
 		w.rejected += o.rejected
 		w.failed += o.failed
 		w.byStatus[o.status]++

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRunExitCodes(t *testing.T) {
@@ -21,6 +25,31 @@ func TestRunExitCodes(t *testing.T) {
 		{"bench help", []string{"bench", "--help"}, exitOK},
 		{"bench ingest help", []string{"bench", "ingest", "--help"}, exitOK},
 		{"bench without ingest", []string{"bench"}, exitUsage},
+		{"bench unknown", []string{"bench", "egress"}, exitUsage},
+		{"version", []string{"--version"}, exitOK},
+		{"help config", []string{"help", "config"}, exitOK},
+		{"help tail", []string{"help", "tail"}, exitOK},
+		{"tail help", []string{"tail", "--help"}, exitOK},
+		{"tail bad transport", []string{"tail", "--transport", "udp"}, exitUsage},
+		{"tail bad output", []string{"tail", "-o", "xml"}, exitUsage},
+		{"tail R filter on D", []string{"tail", "--dialect", "d", "--filter", "{}"}, exitUsage},
+		{"tail D filter on R", []string{"tail", "--dialect", "r", "--types", "a.*"}, exitUsage},
+		{"tail R filter not object", []string{"tail", "--filter", "[1]"}, exitUsage},
+		{"tail bad from", []string{"tail", "--from", "s:0:1"}, exitUsage},
+		{"tail at_least_once", []string{"tail", "--dialect", "d", "--mode", "at_least_once"}, exitUsage},
+		{"subscriptions alone", []string{"subscriptions"}, exitUsage},
+		{"subscriptions help", []string{"subscriptions", "--help"}, exitOK},
+		{"subscriptions create help", []string{"subscriptions", "create", "--help"}, exitOK},
+		{"subscriptions create no anchor", []string{"subscriptions", "create", "--session", "s"}, exitUsage},
+		{"subscriptions get no id", []string{"subscriptions", "get"}, exitUsage},
+		{"subscriptions unknown", []string{"subscriptions", "frob"}, exitUsage},
+		{"ack no subscription", []string{"ack", "evt_1"}, exitUsage},
+		{"reject no ids", []string{"reject", "--subscription", "sub_1"}, exitUsage},
+		{"consume help", []string{"consume", "--help"}, exitOK},
+		{"consume no subscription", []string{"consume"}, exitUsage},
+		{"consume reject without ack", []string{"consume", "--subscription", "s", "--reject-types", "a.*"}, exitUsage},
+		{"consume bad reject types", []string{"consume", "--subscription", "s", "--ack", "--reject-types", "a..b"}, exitUsage},
+		{"publish bad output", []string{"publish", "-o", "yaml"}, exitUsage},
 		{"publish bad flag", []string{"publish", "--nope"}, exitUsage},
 		{"publish bad dialect", []string{"publish", "--dialect", "x"}, exitUsage},
 		{"publish two files", []string{"publish", "a", "b"}, exitUsage},
@@ -39,6 +68,38 @@ func TestRunExitCodes(t *testing.T) {
 				t.Fatalf("exit %d, want %d; stderr: %s", got, tc.want, errb.String())
 			}
 		})
+	}
+}
+
+// --help goes to stdout (so it pages), a usage error's text to stderr.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"bench", "ingest"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(cmd, "--help"), nil, &out, &errb); code != exitOK || errb.Len() != 0 ||
+			!strings.HasPrefix(out.String(), "Usage: aepctl "+strings.Join(cmd, " ")) || !strings.Contains(out.String(), "show this help") {
+			t.Errorf("%v --help: exit %d, stdout %.60q, stderr %.60q", cmd, code, out.String(), errb.String())
+		}
+		out.Reset()
+		errb.Reset()
+		if code := run(context.Background(), append(cmd, "--no-such-flag"), nil, &out, &errb); code != exitUsage || out.Len() != 0 ||
+			!strings.Contains(errb.String(), "flag provided but not defined") {
+			t.Errorf("%v bad flag: exit %d, stdout %.60q", cmd, code, out.String())
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	run(context.Background(), []string{"version"}, nil, &out, &errb)
+	if !strings.HasPrefix(out.String(), "aepctl ") || !strings.Contains(out.String(), runtime.Version()) {
+		t.Errorf("version without ldflags: %q", out.String())
+	}
+	version = "v9.8.7"
+	t.Cleanup(func() { version = "" })
+	out.Reset()
+	run(context.Background(), []string{"--version"}, nil, &out, &errb)
+	if !strings.HasPrefix(out.String(), "aepctl v9.8.7 ") {
+		t.Errorf("version with -X main.version: %q", out.String())
 	}
 }
 
@@ -94,6 +155,65 @@ func TestRunAgainstGateway(t *testing.T) {
 		"requests by status: ok×4", "ratio gateway/kafka"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// --output json gives one JSON object per command; --progress reports on
+// stderr while the work runs.
+func TestJSONOutputAndProgress(t *testing.T) {
+	g := newTestGateway(t)
+	t.Setenv("AEPCTL_URL", g.url)
+	t.Setenv("AEPCTL_TOKEN", "")
+	events := runOK(t, "", "gen", "--events", "25", "-o", "json")
+	var arr []map[string]any
+	if err := json.Unmarshal([]byte(events), &arr); err != nil || len(arr) != 25 {
+		t.Fatalf("gen -o json: %d events, %v", len(arr), err)
+	}
+	ndjson := runOK(t, "", "gen", "--events", "25")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"publish", "-o", "json", "--progress", "--batch", "10"}, strings.NewReader(ndjson), &out, &errb); code != exitOK {
+		t.Fatalf("publish: exit %d: %s", code, errb.String())
+	}
+	var sum PublishSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil || sum != (PublishSummary{Events: 25, Accepted: 25, Requests: 3, Batches: 3}) {
+		t.Errorf("publish -o json: %s (%v)", out.String(), err)
+	}
+	if !strings.Contains(errb.String(), "publish: done in ") || !strings.Contains(errb.String(), "25 accepted") {
+		t.Errorf("publish progress:\n%s", errb.String())
+	}
+
+	// Periodic lines: with a period shorter than a batch, one per batch.
+	var prog bytes.Buffer
+	c := &Client{BaseURL: g.url}
+	if _, err := Publish(context.Background(), c, strings.NewReader(ndjson), PublishOptions{Batch: 10, Progress: &prog, ProgressEvery: time.Nanosecond}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(prog.String(), "events/s\n"); n != 3 || !strings.Contains(prog.String(), "publish: done in") {
+		t.Errorf("progress lines (%d):\n%s", n, prog.String())
+	}
+
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"bench", "ingest", "-o", "json", "--progress", "--max", "--events", "40", "--batch", "10"}, nil, &out, &errb); code != exitOK {
+		t.Fatalf("bench: exit %d: %s", code, errb.String())
+	}
+	var rep struct {
+		Dialect string `json:"dialect"`
+		Gateway struct {
+			Accepted int            `json:"accepted"`
+			ByStatus map[string]int `json:"requests_by_status"`
+			Latency  struct {
+				P50 float64 `json:"p50"`
+			} `json:"latency_ms"`
+		} `json:"gateway"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Dialect != "R" || rep.Gateway.Accepted != 40 || rep.Gateway.ByStatus["202"] != 4 || rep.Gateway.Latency.P50 <= 0 {
+		t.Errorf("bench -o json: %s (%v)", out.String(), err)
+	}
+	for _, want := range []string{"bench: phase gateway (" + g.url + "/events) started", "bench: phase gateway done in", "40 accepted"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("bench progress lacks %q:\n%s", want, errb.String())
 		}
 	}
 }

@@ -8,18 +8,37 @@ import (
 	"time"
 )
 
-const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--allow-remote]"
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--allow-remote] [--output text|json] [--progress]"
+
+const benchHelp = `Load tests for a gateway, bounded in time and events.
+
+Usage:
+  aepctl bench ingest [flags]   post generated events at a target rate (--rate,
+                                open loop) or as fast as possible (--max) and
+                                report accepted events/s and request latency;
+                                --baseline-kafka BROKERS runs the same events
+                                straight into Kafka for a ratio from the same run
+
+The target must be on loopback unless --allow-remote. Progress goes to stderr
+(each phase as it starts and ends, accepted events/s every second); the report
+to stdout, as text or, with --output json, one JSON object.
+Run "aepctl bench ingest --help" for every flag; docs/aepctl.md explains the
+measurement.
+`
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "ingest" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintf(stdout, "Usage: aepctl %s\n", benchSynopsis)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+			fmt.Fprint(stdout, benchHelp)
 			return nil
 		}
-		fmt.Fprintf(stderr, "Usage: aepctl %s\n", benchSynopsis)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "aepctl bench: unknown benchmark %q\n\n", args[0])
+		}
+		fmt.Fprint(stderr, benchHelp)
 		return errUsage
 	}
-	fs := newFlagSet("bench ingest", benchSynopsis, stderr)
+	fs := newFlagSet("bench ingest", benchSynopsis, stdout, stderr)
 	var conn connFlags
 	conn.register(fs)
 	dialect := fs.String("dialect", "r", "dialect of the events: r or d")
@@ -36,6 +55,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
 	allowRemote := fs.Bool("allow-remote", false, "allow a gateway or broker that is not on loopback")
 	timeout := fs.Duration("request-timeout", defaultReqTimeout, "bound on one request")
+	out := outputFlag(fs, "text", "text", "json")
+	progress := fs.Bool("progress", isTerminal(stderr), "print phases and events/s every second to stderr (default: when stderr is a terminal)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -52,11 +73,17 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case fs.NArg() > 0:
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
+	if err := conn.resolve(); err != nil {
+		return err
+	}
 	cfg := BenchConfig{Dialect: d, URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
 		Concurrency: *conc, Batch: *batch, Sessions: *sessions, Size: *size, AllowRemote: *allowRemote,
 		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts}
 	if *maxRate {
 		cfg.Rate = 0
+	}
+	if *progress {
+		cfg.Progress = stderr
 	}
 	if *baseline != "" {
 		cfg.BaselineBrokers = strings.Split(*baseline, ",")
@@ -68,7 +95,13 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	printBench(stdout, rep)
+	if *out == "json" {
+		if err := writeJSONLine(stdout, benchJSON(rep)); err != nil {
+			return err
+		}
+	} else {
+		printBench(stdout, rep)
+	}
 	if rep.Gateway.Accepted == 0 || rep.Gateway.Rejected > 0 || rep.Gateway.Failed > 0 {
 		return errRejected
 	}
@@ -129,4 +162,71 @@ func rnd(d time.Duration) time.Duration {
 		return d.Round(10 * time.Microsecond)
 	}
 	return d.Round(time.Microsecond)
+}
+
+// phaseJSON is a PhaseReport for --output json: rates in events/s,
+// latencies in milliseconds.
+type phaseJSON struct {
+	Name           string         `json:"name"`
+	Target         string         `json:"target"`
+	ElapsedMS      float64        `json:"elapsed_ms"`
+	Events         int            `json:"events"`
+	Accepted       int            `json:"accepted"`
+	Rejected       int            `json:"rejected"`
+	Failed         int            `json:"failed"`
+	Requests       int            `json:"requests"`
+	AcceptedPerS   float64        `json:"accepted_per_sec"`
+	Latency        latencyJSON    `json:"latency_ms"`
+	FromSchedule   *latencyJSON   `json:"from_schedule_ms,omitempty"`
+	ByStatus       map[string]int `json:"requests_by_status"`
+	BehindSchedule bool           `json:"behind_schedule"`
+}
+
+type latencyJSON struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func toLatencyJSON(l LatencySummary) latencyJSON {
+	return latencyJSON{P50: ms(l.P50), P90: ms(l.P90), P99: ms(l.P99), Max: ms(l.Max), Mean: ms(l.Mean)}
+}
+
+func toPhaseJSON(p PhaseReport) phaseJSON {
+	j := phaseJSON{Name: p.Name, Target: p.Target, ElapsedMS: ms(p.Elapsed), Events: p.Events, Accepted: p.Accepted,
+		Rejected: p.Rejected, Failed: p.Failed, Requests: p.Requests, AcceptedPerS: p.AcceptedPerSec(),
+		Latency: toLatencyJSON(p.Latency), ByStatus: p.ByStatus, BehindSchedule: p.Behind}
+	if p.FromSchedule.Count > 0 {
+		l := toLatencyJSON(p.FromSchedule)
+		j.FromSchedule = &l
+	}
+	return j
+}
+
+// benchJSON is the report of --output json.
+func benchJSON(r BenchReport) any {
+	c := r.Config
+	out := struct {
+		Dialect     string     `json:"dialect"`
+		Rate        float64    `json:"target_rate"` // 0: --max
+		DurationMS  float64    `json:"duration_ms"`
+		Concurrency int        `json:"concurrency"`
+		Batch       int        `json:"batch"`
+		Sessions    int        `json:"sessions"`
+		Size        int        `json:"size"`
+		Gateway     phaseJSON  `json:"gateway"`
+		Baseline    *phaseJSON `json:"baseline,omitempty"`
+		Ratio       *float64   `json:"ratio_gateway_kafka,omitempty"`
+	}{Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
+		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway)}
+	if r.Baseline != nil {
+		b := toPhaseJSON(*r.Baseline)
+		ratio := r.Ratio()
+		out.Baseline, out.Ratio = &b, &ratio
+	}
+	return out
 }

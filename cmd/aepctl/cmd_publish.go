@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 )
 
 func cmdPublish(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--attempts N] [FILE|-]", stderr)
+	fs := newFlagSet("publish", "publish [--dialect r|d] [--url URL] [--token KEY] [--batch N] [--attempts N] [--output text|json] [--progress] [FILE|-]", stdout, stderr,
+		"Posts NDJSON events (one a line) from FILE or stdin in batches, with retries on\n5xx, 429 and connection errors. Text output: one line per batch and a total;\nrefused events on stderr by input line number. --output json: one JSON object\n{events, accepted, rejected, failed, requests, batches} at the end.\n")
 	var conn connFlags
 	conn.register(fs)
 	dialect := fs.String("dialect", "", "send every line as this dialect (r or d); empty: detect per line")
 	batch := fs.Int("batch", 500, "most events per request (the gateway's default limit is 1000)")
 	attempts := fs.Int("attempts", DefaultRetry.Attempts, "attempts per request on 5xx or connection errors (4xx is never retried)")
+	out := outputFlag(fs, "text", "text", "json")
+	progress := fs.Bool("progress", isTerminal(stderr), "print events read, accepted and events/s every second to stderr (default: when stderr is a terminal)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,6 +32,9 @@ func cmdPublish(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	case fs.NArg() > 1:
 		return usageErr(fs, "one FILE at most")
 	}
+	if err := conn.resolve(); err != nil {
+		return err
+	}
 	in := stdin
 	if name := fs.Arg(0); name != "" && name != "-" {
 		f, err := os.Open(name)
@@ -38,6 +45,19 @@ func cmdPublish(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		in = f
 	}
 	c := &Client{BaseURL: conn.url, Token: conn.token, Retry: RetryPolicy{Attempts: *attempts}}
-	_, err := Publish(ctx, c, in, PublishOptions{Dialect: d, Batch: *batch}, stdout, stderr)
+	opt := PublishOptions{Dialect: d, Batch: *batch}
+	if *progress {
+		opt.Progress = stderr
+	}
+	w := stdout
+	if *out == "json" {
+		w = io.Discard
+	}
+	sum, err := Publish(ctx, c, in, opt, w, stderr)
+	if *out == "json" && (err == nil || errors.Is(err, errRejected)) {
+		if jerr := writeJSONLine(stdout, sum); jerr != nil {
+			return jerr
+		}
+	}
 	return err
 }

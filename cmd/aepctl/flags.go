@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -13,25 +15,102 @@ import (
 const defaultURL = "http://127.0.0.1:8080"
 
 // newFlagSet returns a flag set that reports errors instead of exiting, with
-// a usage text that names the command.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// a usage text that names the command; help, when given, is printed between
+// the synopsis and the flags. -h/--help prints it to stdout; a usage error
+// prints it to stderr after the error.
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer, help ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: aepctl %s\n\nFlags:\n", synopsis)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: aepctl %s\n\n", synopsis)
+		for _, h := range help {
+			fmt.Fprintf(w, "%s\n", h)
+		}
+		fmt.Fprintf(w, "Flags:\n")
 		fs.PrintDefaults()
 	}
+	h := &helpFlag{out: stdout}
+	fs.Var(h, "help", "show this help")
+	fs.Var(h, "h", "show this help")
 	return fs
+}
+
+// helpFlag is -h/--help: set, parseFlags prints the usage to out.
+type helpFlag struct {
+	set bool
+	out io.Writer
+}
+
+func (h *helpFlag) String() string   { return "" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+func (h *helpFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	h.set = b
+	return err
+}
+
+// outputValue is an --output flag restricted to a set of formats.
+type outputValue struct {
+	v       string
+	allowed []string
+}
+
+func (o *outputValue) String() string {
+	if o == nil {
+		return ""
+	}
+	return o.v
+}
+
+func (o *outputValue) Set(s string) error {
+	if slices.Contains(o.allowed, s) {
+		o.v = s
+		return nil
+	}
+	return fmt.Errorf("want one of %s", strings.Join(o.allowed, ", "))
+}
+
+// outputFlag registers --output (and -o) with default def among allowed.
+func outputFlag(fs *flag.FlagSet, def string, allowed ...string) *string {
+	o := &outputValue{v: def, allowed: allowed}
+	usage := "output format: " + strings.Join(allowed, ", ")
+	fs.Var(o, "output", usage)
+	fs.Var(o, "o", "short for --output")
+	return &o.v
 }
 
 // parseFlags parses args; a parse error is a usage error, --help is
 // flag.ErrHelp (exit 0).
+// Flags may follow arguments ("subscriptions get ID -o json"); after "--"
+// everything is an argument.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
+	var pos []string
+	for {
+		dash := slices.Index(args, "--")
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return err
+			}
+			return errUsage
 		}
-		return errUsage
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if dash >= 0 && len(rest) == len(args)-dash-1 { // stopped at "--"
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	_ = fs.Parse(append([]string{"--"}, pos...)) // sets fs.Args
+	if f := fs.Lookup("help"); f != nil {
+		if h, ok := f.Value.(*helpFlag); ok && h.set {
+			fs.SetOutput(h.out)
+			fs.Usage()
+			return flag.ErrHelp
+		}
 	}
 	return nil
 }
@@ -43,20 +122,62 @@ func usageErr(fs *flag.FlagSet, format string, a ...any) error {
 	return errUsage
 }
 
-// connFlags are the flags every command that talks to the gateway has; their
-// defaults come from AEPCTL_URL and AEPCTL_TOKEN.
+// connFlags are the flags every command that talks to the gateway has. The
+// values are resolved by resolve after parsing: the command line, then the
+// environment (AEPCTL_URL, AEPCTL_TOKEN), then the profile of the config
+// file (config.go), then the default URL.
 type connFlags struct {
-	url   string
-	token string
+	url     string
+	token   string
+	profile string
+	fs      *flag.FlagSet
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
-	def := os.Getenv("AEPCTL_URL")
-	if def == "" {
-		def = defaultURL
+	c.fs = fs
+	fs.StringVar(&c.url, "url", "", "gateway base URL (default $AEPCTL_URL, else the profile's url, else "+defaultURL+")")
+	fs.StringVar(&c.token, "token", "", "API key sent as a bearer token (default $AEPCTL_TOKEN, else the profile's token; none in dev mode)")
+	fs.StringVar(&c.profile, "profile", "", "profile of the config file (default $AEPCTL_PROFILE, else \"default\"); see \"aepctl help config\"")
+}
+
+// resolve fills url and token from the first source that sets them. A
+// profile named by --profile or $AEPCTL_PROFILE must exist.
+func (c *connFlags) resolve() error {
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	name, explicit := c.profile, set["profile"]
+	if !explicit {
+		if env := os.Getenv(envProfile); env != "" {
+			name, explicit = env, true
+		} else {
+			name = "default"
+		}
 	}
-	fs.StringVar(&c.url, "url", def, "gateway base URL [$AEPCTL_URL]")
-	fs.StringVar(&c.token, "token", os.Getenv("AEPCTL_TOKEN"), "API key sent as a bearer token (none in dev mode) [$AEPCTL_TOKEN]")
+	prof, err := loadProfile(configPath(), name, explicit)
+	if err != nil {
+		return err
+	}
+	c.url = firstNonEmpty(pick(set["url"], c.url), os.Getenv(envURL), prof.URL, defaultURL)
+	if !set["token"] { // an explicit --token "" means no token
+		c.token = firstNonEmpty(os.Getenv(envToken), prof.Token)
+	}
+	return nil
+}
+
+func pick(set bool, v string) string {
+	if set {
+		return v
+	}
+	return ""
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // dialectFlag parses --dialect: "r", "d", or "" (detect).
@@ -70,4 +191,15 @@ func dialectFlag(s string) (aep.Dialect, bool) {
 		return aep.DialectD, true
 	}
 	return aep.DialectUnknown, false
+}
+
+// isTerminal reports whether w is a character device (a terminal), the
+// default for progress output.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,6 +32,10 @@ func newTestGateway(t testing.TB) *testGateway {
 	st.Server.Start()
 	hs := httptest.NewServer(st.Server.Handler())
 	t.Cleanup(hs.Close)
+	if tt, ok := t.(*testing.T); ok { // the user's config file plays no part
+		tt.Setenv(envConfig, filepath.Join(tt.TempDir(), "no-config"))
+		tt.Setenv(envProfile, "")
+	}
 	return &testGateway{t: t, cluster: st.Cluster, client: st.Client, url: hs.URL}
 }
 

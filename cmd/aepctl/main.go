@@ -28,15 +28,25 @@ func main() {
 	os.Exit(code)
 }
 
-const topUsage = `aepctl: client and load tool for aep-gateway
+const topUsage = `aepctl: the command-line client of aep-gateway
 
 Usage:
-  aepctl publish [flags] [FILE|-]   post NDJSON events to the gateway
-  aepctl gen [flags]                print synthetic valid events as NDJSON
-  aepctl bench ingest [flags]       bounded ingest load test (loopback only by default)
+  aepctl tail [flags]                       print live events (SSE or WebSocket, dialect R or D)
+  aepctl publish [flags] [FILE|-]           post NDJSON events to the gateway
+  aepctl subscriptions create|list|get|delete
+                                            durable dialect D subscriptions, with their lag
+  aepctl consume --subscription ID [--ack]  read a durable subscription, acknowledging what was printed
+  aepctl ack|reject --subscription ID EVENT_ID...
+                                            acknowledge or reject events of a durable subscription
+  aepctl gen [flags]                        print synthetic valid events as NDJSON
+  aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
+  aepctl version                            print the version (also --version)
+  aepctl help config                        the config file and its profiles
 
 Run "aepctl COMMAND --help" for the flags of a command.
-Environment: AEPCTL_URL (default http://127.0.0.1:8080), AEPCTL_TOKEN.
+Gateway and key: --url/--token, else $AEPCTL_URL/$AEPCTL_TOKEN, else the profile
+(--profile, $AEPCTL_PROFILE) of the config file, else http://127.0.0.1:8080.
+Every command takes --output (-o): text|json, tail and consume pretty|ndjson|json.
 Exit codes: 0 ok, 1 request failed or event rejected, 2 usage.
 `
 
@@ -48,13 +58,31 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var err error
 	switch args[0] {
+	case "tail":
+		err = cmdTail(ctx, args[1:], stdout, stderr)
 	case "publish":
 		err = cmdPublish(ctx, args[1:], stdin, stdout, stderr)
+	case "subscriptions", "subscription", "subs":
+		err = cmdSubscriptions(ctx, args[1:], stdout, stderr)
+	case "consume":
+		err = cmdConsume(ctx, args[1:], stdout, stderr)
+	case "ack", "reject":
+		err = cmdAck(ctx, args[0], args[1:], stdout, stderr)
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[1] == "config" {
+			fmt.Fprint(stdout, configHelp)
+			return exitOK
+		}
+		if len(args) > 1 {
+			return run(ctx, []string{args[1], "--help"}, stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
 	default:

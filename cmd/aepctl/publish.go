@@ -33,6 +33,12 @@ type PublishOptions struct {
 	// MaxLineBytes is the longest line read; zero means 8 MiB. A longer line
 	// is reported and skipped.
 	MaxLineBytes int
+	// Progress, when not nil, gets a line with the events read and accepted
+	// and the rate, at most once per ProgressEvery (checked after each
+	// batch), and a last one at the end.
+	Progress io.Writer
+	// ProgressEvery is the period of progress lines; zero means 1s.
+	ProgressEvery time.Duration
 }
 
 func (o PublishOptions) withDefaults() PublishOptions {
@@ -45,17 +51,20 @@ func (o PublishOptions) withDefaults() PublishOptions {
 	if o.MaxLineBytes <= 0 {
 		o.MaxLineBytes = 8 << 20
 	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
+	}
 	return o
 }
 
 // PublishSummary counts what Publish did.
 type PublishSummary struct {
-	Events   int // non-blank lines read
-	Accepted int // events the gateway took
-	Rejected int // events refused (by the gateway, or locally: no dialect, too long)
-	Failed   int // events still refused for a retryable reason (5xx, 429, connection, D internal_error) after the last attempt
-	Requests int // HTTP requests made, retries included
-	Batches  int
+	Events   int `json:"events"`   // non-blank lines read
+	Accepted int `json:"accepted"` // events the gateway took
+	Rejected int `json:"rejected"` // events refused (by the gateway, or locally: no dialect, too long)
+	Failed   int `json:"failed"`   // events still refused for a retryable reason (5xx, 429, connection, D internal_error) after the last attempt
+	Requests int `json:"requests"` // HTTP requests made, retries included
+	Batches  int `json:"batches"`
 }
 
 // Publish reads NDJSON events from in and posts them in batches: a batch
@@ -65,7 +74,8 @@ type PublishSummary struct {
 // retried with the same bytes (c.Retry); so are D events the gateway listed
 // as retryable. The error wraps errRejected when any event was not taken.
 func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, out, errw io.Writer) (PublishSummary, error) {
-	p := &publisher{c: c, opt: opt.withDefaults(), out: out, errw: errw}
+	p := &publisher{c: c, opt: opt.withDefaults(), out: out, errw: errw, start: time.Now()}
+	p.lastAt = p.start
 	r := bufio.NewReaderSize(in, 64<<10)
 	for lineNo := 1; ; lineNo++ {
 		line, tooLong, err := readLine(r, p.opt.MaxLineBytes)
@@ -84,6 +94,7 @@ func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, o
 		}
 	}
 	p.flush(ctx)
+	p.progress(true)
 	fmt.Fprintf(out, "total: %d events, %d accepted, %d rejected, %d failed, %d batches, %d requests\n",
 		p.sum.Events, p.sum.Accepted, p.sum.Rejected, p.sum.Failed, p.sum.Batches, p.sum.Requests)
 	if p.sum.Rejected > 0 || p.sum.Failed > 0 {
@@ -120,6 +131,9 @@ type publisher struct {
 	errw io.Writer
 	sum  PublishSummary
 
+	start, lastAt time.Time // for progress lines
+	lastAccepted  int
+
 	dialect aep.Dialect
 	lines   [][]byte
 	nos     []int // file line number of each line
@@ -150,11 +164,31 @@ func (p *publisher) add(ctx context.Context, no int, line []byte, tooLong bool) 
 	p.size += len(line) + 1
 }
 
+// progress prints a progress line when one is due (or final).
+func (p *publisher) progress(final bool) {
+	w := p.opt.Progress
+	now := time.Now()
+	if w == nil || (!final && now.Sub(p.lastAt) < p.opt.ProgressEvery) {
+		return
+	}
+	if final {
+		el := now.Sub(p.start)
+		fmt.Fprintf(w, "publish: done in %v: %d events read, %d accepted, %.0f events/s overall\n",
+			el.Round(time.Millisecond), p.sum.Events, p.sum.Accepted, float64(p.sum.Accepted)/max(el.Seconds(), 1e-9))
+		return
+	}
+	rate := float64(p.sum.Accepted-p.lastAccepted) / now.Sub(p.lastAt).Seconds()
+	fmt.Fprintf(w, "publish: %v: %d events read, %d accepted, %.0f events/s\n",
+		now.Sub(p.start).Round(time.Second), p.sum.Events, p.sum.Accepted, rate)
+	p.lastAt, p.lastAccepted = now, p.sum.Accepted
+}
+
 // flush sends the pending batch and resets it.
 func (p *publisher) flush(ctx context.Context) {
 	if len(p.lines) == 0 {
 		return
 	}
+	defer p.progress(false)
 	p.sum.Batches++
 	lines, nos := p.lines, p.nos
 	p.lines, p.nos, p.size = nil, nil, 0

@@ -1,0 +1,146 @@
+// console.js: the page. Everything it shows comes from the gateway's public
+// API: the SSE stream (read with fetch, see stream.js), GET
+// /aep/subscriptions[/{id}] and /readyz. Text from events is only ever put
+// into the page with textContent.
+
+// The page was opened with ?access_token=KEY when the gateway needs a key;
+// stream.js comes with the same query (the console may sit behind auth).
+const query = new URL(import.meta.url).search;
+const { tail, Resume, getJSON } = await import("./stream.js" + query);
+const token = new URLSearchParams(location.search).get("access_token") || "";
+
+const MAX_ROWS = 500;        // events kept on the page
+const MAX_SUBS = 50;         // subscriptions whose state is fetched
+const SUBS_EVERY_MS = 3000;
+const HEALTH_EVERY_MS = 5000;
+
+const $ = (id) => document.getElementById(id);
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  tr.append(td);
+}
+
+function setStatus(el, text, error) {
+  el.textContent = text;
+  el.classList.toggle("error", !!error);
+}
+
+// --- live tail -------------------------------------------------------------
+
+let run = null; // {ctrl, resume, dialect, filter, count}
+
+function addRow(m) {
+  const ev = m.event || {};
+  const tr = document.createElement("tr");
+  tr.dataset.type = m.type;
+  const t = ev.created_at || ev.time || "";
+  cell(tr, t ? new Date(t).toISOString().slice(11, 23) : "-");
+  cell(tr, m.type);
+  cell(tr, ev.source || "-");
+  let session = ev.session_id || ev.session || "-";
+  if (typeof ev.seq === "number") session += `:${ev.epoch || 0}:${ev.seq}`;
+  cell(tr, session);
+  const body = ev.payload !== undefined ? ev.payload : ev.data;
+  cell(tr, body === undefined ? m.raw : JSON.stringify(body), "payload");
+  const tbody = $("events").tBodies[0];
+  tbody.prepend(tr);
+  while (tbody.rows.length > MAX_ROWS) tbody.lastElementChild.remove();
+}
+
+async function stream(r) {
+  const status = $("tail-status");
+  try {
+    setStatus(status, "connecting…");
+    for await (const m of tail({ token, dialect: r.dialect, filter: r.filter, resume: r.resume, signal: r.ctrl.signal,
+      onOpen: () => setStatus(status, `live (${r.count} events so far)`) })) {
+      r.count++;
+      addRow(m);
+      setStatus(status, `live: ${r.count} events`);
+    }
+    setStatus(status, "the gateway ended the stream; press Start", true);
+  } catch (e) {
+    if (r.ctrl.signal.aborted) return; // paused or restarted
+    setStatus(status, "stream error: " + e.message, true);
+  }
+  $("pause").disabled = true;
+}
+
+function start(ev) {
+  ev.preventDefault();
+  if (run) run.ctrl.abort();
+  run = { ctrl: new AbortController(), resume: new Resume(), dialect: $("dialect").value, filter: $("filter").value, count: 0 };
+  $("pause").disabled = false;
+  $("pause").textContent = "Pause";
+  stream(run);
+}
+
+function pauseResume() {
+  if (!run) return;
+  const btn = $("pause");
+  if (btn.textContent === "Pause") {
+    run.ctrl.abort();
+    btn.textContent = "Resume";
+    setStatus($("tail-status"), `paused after ${run.count} events`);
+    return;
+  }
+  run.ctrl = new AbortController();
+  btn.textContent = "Pause";
+  stream(run); // from run.resume: what arrived meanwhile is replayed
+}
+
+$("tail-form").addEventListener("submit", start);
+$("pause").addEventListener("click", pauseResume);
+$("clear").addEventListener("click", () => $("events").tBodies[0].replaceChildren());
+$("dialect").addEventListener("change", () => {
+  $("filter").placeholder = $("dialect").value === "d" ? "types=*&session_id=sess_01" : '{"session":"s_8f2c"}';
+});
+
+// --- subscriptions -----------------------------------------------------------
+
+async function refreshSubs() {
+  const status = $("subs-status");
+  try {
+    const list = await getJSON("", token, "/aep/subscriptions");
+    const subs = (list.subscriptions || []).slice(0, MAX_SUBS);
+    const states = await Promise.all(subs.map((s) =>
+      getJSON("", token, "/aep/subscriptions/" + encodeURIComponent(s.subscription_id)).catch((e) => ({ ...s, error: e.message }))));
+    const rows = states.map((s) => {
+      const tr = document.createElement("tr");
+      tr.dataset.id = s.subscription_id;
+      cell(tr, s.subscription_id);
+      cell(tr, JSON.stringify(s.filter));
+      cell(tr, s.error ? s.error : String(s.lag ?? "?"), "num lag");
+      cell(tr, s.streaming ? "yes" : "no");
+      for (const k of ["pending_acks", "redeliveries", "dead_lettered", "acked"]) cell(tr, s.streaming ? String(s[k] ?? 0) : "-", "num");
+      return tr;
+    });
+    $("subscriptions").tBodies[0].replaceChildren(...rows);
+    const more = (list.subscriptions || []).length > MAX_SUBS ? ` (first ${MAX_SUBS} shown)` : "";
+    setStatus(status, `${(list.subscriptions || []).length} subscriptions${more}, updated ${new Date().toLocaleTimeString()}`);
+  } catch (e) {
+    setStatus(status, "subscriptions: " + e.message, true);
+  }
+}
+
+// --- node health -------------------------------------------------------------
+
+async function refreshHealth() {
+  const badge = $("health");
+  try {
+    const resp = await fetch("/readyz");
+    badge.textContent = resp.ok ? "node ready" : `node not ready (HTTP ${resp.status})`;
+    badge.className = "badge " + (resp.ok ? "ok" : "bad");
+  } catch (e) {
+    badge.textContent = "node unreachable";
+    badge.className = "badge bad";
+  }
+}
+
+$("subs-refresh").addEventListener("click", refreshSubs);
+refreshSubs();
+refreshHealth();
+setInterval(refreshSubs, SUBS_EVERY_MS);
+setInterval(refreshHealth, HEALTH_EVERY_MS);
