@@ -1,0 +1,68 @@
+package bindingtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// An idle stream receives the binding's heartbeat within a few periods:
+// SSE-D ": heartbeat", SSE-R ": ping", WS-D a WebSocket ping, WS-R a ping
+// frame (answered, so a second one comes on the same connection).
+func TestHeartbeat(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		const period = 100 * time.Millisecond
+		s := newStack(t, stackConfig{Heartbeat: period})
+		st := b.open(t, s, openOpts{})
+		start := time.Now()
+		st.heartbeat(t)
+		st.heartbeat(t)
+		// A failure bound, not a timing assertion: two periods are
+		// 200 ms; a heartbeat missing for seconds is a bug.
+		if d := time.Since(start); d > 50*period {
+			t.Fatalf("two heartbeats took %v with a %v period", d, period)
+		}
+	})
+}
+
+// shutdownBound bounds the gateway's shutdown with open streams: their
+// handlers return without waiting for anything but their last writes.
+const shutdownBound = 5 * time.Second
+
+// Shutting the gateway down (main's order: drain, R close, D WebSocket
+// shutdown, HTTP shutdown which closes the engine) ends every open stream
+// with its dialect's closing signal, and returns within a bound: every
+// handler returned (http.Server.Shutdown waits for the SSE handlers, the
+// WebSocket bindings for theirs).
+func TestGracefulShutdown(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		s := newStack(t, stackConfig{})
+		const session = "sess_shut"
+		var streams []stream
+		for range 3 {
+			streams = append(streams, b.open(t, s, openOpts{session: session, lossless: true, ahead: 64}))
+		}
+		publish(t, s, b.dialect, session, 0, 2, 0)
+		for _, st := range streams {
+			expectSeqs(t, events(t, st, 2), session, 0, 2)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownBound)
+		defer cancel()
+		start := time.Now()
+		if err := s.shutdown(ctx); err != nil {
+			t.Fatalf("shutdown after %v: %v", time.Since(start), err)
+		}
+		t.Logf("shutdown with %d open streams took %v", len(streams), time.Since(start))
+		for i, st := range streams {
+			rest, how := st.end(t, shutdownBound)
+			for _, m := range rest {
+				if m.kind == kindEvent {
+					t.Fatalf("stream %d: event after shutdown: %s", i, m.raw)
+				}
+			}
+			if how != b.closing {
+				t.Fatalf("stream %d ended with %q, want %q", i, how, b.closing)
+			}
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package bindingtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// A stream resumed after an event delivers exactly the events after it,
+// published before and after the resume, then live ones: no duplicate, no
+// gap, no gap marker.
+func TestResumeFromPosition(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		s := newStack(t, stackConfig{})
+		const session = "sess_resume"
+		first := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64})
+		sent := publish(t, s, b.dialect, session, 0, 6, 0)
+		evs := events(t, first, 6)
+		expectSeqs(t, evs, session, 0, 6)
+		for seq, ev := range publish(t, s, b.dialect, session, 6, 9, 0) {
+			sent[seq] = ev
+		}
+		if evs[2].token == "" {
+			t.Fatalf("no resume token on %s", evs[2].raw)
+		}
+		resumed := b.open(t, s, openOpts{session: session, from: evs[2].token, ahead: 64})
+		got := events(t, resumed, 6)
+		expectSeqs(t, got, session, 3, 9)
+		for _, m := range got {
+			expectBytes(t, b.dialect, sent[m.seq], m)
+		}
+		publish(t, s, b.dialect, session, 9, 10, 0)
+		expectSeqs(t, events(t, resumed, 1), session, 9, 10)
+		// The first stream saw the same events once each.
+		expectSeqs(t, events(t, first, 4), session, 6, 10)
+	})
+}
+
+// A stream resumed from a position whose successors retention deleted is
+// told so (D: event.replayed with the gap; R: replay-exhausted naming the
+// earliest position held) and delivers what is still held after the
+// position, once each, then live events.
+func TestGapMarking(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		s := newStack(t, stackConfig{})
+		const session = "sess_gap"
+		live := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64}) // R: starts the tenant's indexer
+		publish(t, s, b.dialect, session, 0, 6, 0)
+		evs := events(t, live, 6)
+		expectSeqs(t, evs, session, 0, 6)
+		// The session's six events are alone in their partition, at
+		// offsets 0 to 5; retention deletes offsets 0 to 2.
+		p := partitioning.Partition([]byte(session), partitions)
+		if b.dialect == dialectR {
+			s.waitIndexed(t, p, 6)
+		}
+		topic := partitioning.Naming{}.Events(gateway.DevTenant)
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: topic, Partition: p, At: 3})
+		resp, err := s.Admin.DeleteRecords(context.Background(), offs)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		resumed := b.open(t, s, openOpts{session: session, from: evs[0].token, ahead: 64})
+		var got []msg
+		var marks []string
+		want := fmt.Sprintf("partition %d requested 1 restart_at 3 retention", p)
+		if b.dialect == dialectR {
+			want = fmt.Sprintf("session %s earliest 0:3", session)
+		}
+		for len(got) < 3 || len(marks) == 0 {
+			switch m := resumed.next(t); m.kind {
+			case kindEvent:
+				got = append(got, m)
+			case kindReplayed, kindExhausted:
+				if len(m.gaps) == 0 {
+					t.Fatalf("%v without a gap: %s", m.kind, m.raw)
+				}
+				marks = append(marks, m.gaps...)
+			case kindHeartbeat:
+			default:
+				t.Fatalf("unexpected %v: %s", m.kind, m.raw)
+			}
+		}
+		expectSeqs(t, got, session, 3, 6)
+		if len(marks) != 1 || marks[0] != want {
+			t.Fatalf("gap markers %q, want [%s]", marks, want)
+		}
+		publish(t, s, b.dialect, session, 6, 7, 0)
+		expectSeqs(t, events(t, resumed, 1), session, 6, 7)
+	})
+}
