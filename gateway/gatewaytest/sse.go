@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,9 +132,11 @@ type SSEStream struct {
 	tb     testing.TB
 	Resp   *http.Response
 	msgs   chan SSEMessage
-	done   chan struct{}
-	err    error // why reading ended; read after done closes
+	quit   chan struct{} // closed by Close
+	done   chan struct{} // closed when the reader has returned
+	err    error         // why reading ended; read after done closes
 	cancel context.CancelFunc
+	once   sync.Once
 }
 
 // OpenSSE sends GET url. On 200 with Content-Type text/event-stream it
@@ -170,10 +173,19 @@ func OpenSSE(tb testing.TB, url string, o SSEOptions) (*SSEStream, *http.Respons
 		resp.Body.Close()
 		tb.Fatalf("GET %s: Content-Type %q", url, ct)
 	}
-	s := &SSEStream{tb: tb, Resp: resp, msgs: make(chan SSEMessage, o.Buffer), done: make(chan struct{}), cancel: cancel}
+	s := NewSSEStream(tb, resp, o.Buffer)
+	s.cancel = cancel
+	return s, resp
+}
+
+// NewSSEStream reads the event stream of resp (a 200 the caller checked)
+// with buffer messages read ahead of the test (see SSEOptions.Buffer).
+// Close, also run by tb's cleanup, closes the body.
+func NewSSEStream(tb testing.TB, resp *http.Response, buffer int) *SSEStream {
+	s := &SSEStream{tb: tb, Resp: resp, msgs: make(chan SSEMessage, buffer), quit: make(chan struct{}), done: make(chan struct{})}
 	go s.read()
 	tb.Cleanup(s.Close)
-	return s, resp
+	return s
 }
 
 // MustOpenSSE is OpenSSE failing tb on a status other than 200.
@@ -195,21 +207,21 @@ func (s *SSEStream) read() {
 		select {
 		case s.msgs <- m:
 			return true
-		case <-s.stopped():
+		case <-s.quit:
 			return false
 		}
 	})
 }
 
-// stopped is closed once Close cancelled the request.
-func (s *SSEStream) stopped() <-chan struct{} {
-	return s.Resp.Request.Context().Done()
-}
-
 // Close ends the request and waits for the reader; idempotent.
 func (s *SSEStream) Close() {
-	s.cancel()
-	s.Resp.Body.Close()
+	s.once.Do(func() {
+		close(s.quit)
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.Resp.Body.Close()
+	})
 	<-s.done
 }
 
