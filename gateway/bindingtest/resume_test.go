@@ -35,9 +35,15 @@ func TestResumeFromPosition(t *testing.T) {
 			expectBytes(t, b.dialect, sent[m.seq], m)
 		}
 		publish(t, s, b.dialect, session, 9, 10, 0)
-		expectSeqs(t, events(t, resumed, 1), session, 9, 10)
+		live := events(t, resumed, 1)
+		expectSeqs(t, live, session, 9, 10)
 		// The first stream saw the same events once each.
 		expectSeqs(t, events(t, first, 4), session, 6, 10)
+		// A token of a resumed stream resumes too; from the newest event,
+		// nothing is replayed and the next live event comes first.
+		again := b.open(t, s, openOpts{session: session, from: live[0].token, ahead: 64})
+		publish(t, s, b.dialect, session, 10, 11, 0)
+		expectSeqs(t, events(t, again, 1), session, 10, 11)
 	})
 }
 

@@ -33,6 +33,8 @@ type stackConfig struct {
 	Queue     int           // every subscription's queue
 	Outbound  int           // every WebSocket connection's outbound queue
 	Batch     int           // SSE-D messages per write
+	// WriteTimeout bounds each write to a client in every binding.
+	WriteTimeout time.Duration
 	// Sockets, when set, gives its clients' server-side sockets small
 	// send buffers.
 	Sockets *gatewaytest.SmallSockets
@@ -67,16 +69,16 @@ func newStack(t *testing.T, c stackConfig) *stack {
 	}
 	tenantOf := func(r *http.Request) string { return gateway.TenantFrom(r.Context()) }
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events", delivery.NewSSEHandlerD(engine, st.Keyring, tenantOf,
-		delivery.SSEConfig{Heartbeat: c.Heartbeat, Queue: c.Queue, Batch: c.Batch, Logger: log}))
+		delivery.SSEConfig{Heartbeat: c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Batch: c.Batch, Logger: log}))
 	wsD := delivery.NewWSHandlerD(engine, st.Keyring,
 		func(ctx context.Context, tenant string, events [][]byte) []gateway.IngestResult {
 			return srv.Ingest(ctx, tenant, aep.DialectD, events)
-		}, tenantOf, delivery.WSConfigD{Heartbeat: c.Heartbeat, Queue: c.Queue, Outbound: c.Outbound, Logger: log})
+		}, tenantOf, delivery.WSConfigD{Heartbeat: c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Outbound: c.Outbound, Logger: log})
 	srv.Mount(aep.DialectD, "/aep", wsD)
 	rl, err := relay.New(relay.Config{
 		Engine: engine, Server: srv, ClientOpts: opts, Topics: st.Provisioner,
 		Index: cursor.IndexerConfig{Distance: 4, Every: 3},
-		Ping:  c.Heartbeat, Queue: c.Queue, Outbound: c.Outbound, ReplayBuffer: 1000, Logger: log,
+		Ping:  c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Outbound: c.Outbound, ReplayBuffer: 1000, Logger: log,
 	})
 	if err != nil {
 		engine.Close()
