@@ -49,59 +49,69 @@ func TestResumeFromPosition(t *testing.T) {
 
 // A stream resumed from a position whose successors retention deleted is
 // told so (D: event.replayed with the gap; R: replay-exhausted naming the
-// earliest position held) and delivers what is still held after the
-// position, once each, then live events.
+// earliest position held, or none when nothing of the session is held)
+// and delivers what is still held after the position, once each, then
+// live events.
 func TestGapMarking(t *testing.T) {
-	forEach(t, func(t *testing.T, b binding) {
-		s := newStack(t, stackConfig{})
-		const session = "sess_gap"
-		live := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64}) // R: starts the tenant's indexer
-		publish(t, s, b.dialect, session, 0, 6, 0)
-		evs := events(t, live, 6)
-		expectSeqs(t, evs, session, 0, 6)
-		// The session's six events are alone in their partition, at
-		// offsets 0 to 5; retention deletes offsets 0 to 2.
-		p := partitioning.Partition([]byte(session), partitions)
-		if b.dialect == dialectR {
-			s.waitIndexed(t, p, 6)
-		}
-		topic := partitioning.Naming{}.Events(gateway.DevTenant)
-		var offs kadm.Offsets
-		offs.Add(kadm.Offset{Topic: topic, Partition: p, At: 3})
-		resp, err := s.Admin.DeleteRecords(context.Background(), offs)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, deleteTo := range []int64{3, 6} {
+		t.Run(fmt.Sprintf("deleted below %d of 6", deleteTo), func(t *testing.T) {
+			forEach(t, func(t *testing.T, b binding) { testGap(t, b, deleteTo) })
+		})
+	}
+}
 
-		resumed := b.open(t, s, openOpts{session: session, from: evs[0].token, ahead: 64})
-		var got []msg
-		var marks []string
-		want := fmt.Sprintf("partition %d requested 1 restart_at 3 retention", p)
-		if b.dialect == dialectR {
-			want = fmt.Sprintf("session %s earliest 0:3", session)
+func testGap(t *testing.T, b binding, deleteTo int64) {
+	s := newStack(t, stackConfig{})
+	const session = "sess_gap"
+	live := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64}) // R: starts the tenant's indexer
+	publish(t, s, b.dialect, session, 0, 6, 0)
+	evs := events(t, live, 6)
+	expectSeqs(t, evs, session, 0, 6)
+	// The session's six events are alone in their partition, at offsets
+	// 0 to 5; retention deletes those below deleteTo.
+	p := partitioning.Partition([]byte(session), partitions)
+	if b.dialect == dialectR {
+		s.waitIndexed(t, p, 6)
+	}
+	topic := partitioning.Naming{}.Events(gateway.DevTenant)
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: topic, Partition: p, At: deleteTo})
+	resp, err := s.Admin.DeleteRecords(context.Background(), offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resumed := b.open(t, s, openOpts{session: session, from: evs[0].token, ahead: 64})
+	var got []msg
+	var marks []string
+	want := fmt.Sprintf("partition %d requested 1 restart_at %d retention", p, deleteTo)
+	if b.dialect == dialectR {
+		want = fmt.Sprintf("session %s earliest 0:%d", session, deleteTo)
+		if deleteTo == 6 {
+			want = "session " + session
 		}
-		for len(got) < 3 || len(marks) == 0 {
-			switch m := resumed.next(t); m.kind {
-			case kindEvent:
-				got = append(got, m)
-			case kindReplayed, kindExhausted:
-				if len(m.gaps) == 0 {
-					t.Fatalf("%v without a gap: %s", m.kind, m.raw)
-				}
-				marks = append(marks, m.gaps...)
-			case kindHeartbeat:
-			default:
-				t.Fatalf("unexpected %v: %s", m.kind, m.raw)
+	}
+	for len(got) < int(6-deleteTo) || len(marks) == 0 {
+		switch m := resumed.next(t); m.kind {
+		case kindEvent:
+			got = append(got, m)
+		case kindReplayed, kindExhausted:
+			if len(m.gaps) == 0 {
+				t.Fatalf("%v without a gap: %s", m.kind, m.raw)
 			}
+			marks = append(marks, m.gaps...)
+		case kindHeartbeat:
+		default:
+			t.Fatalf("unexpected %v: %s", m.kind, m.raw)
 		}
-		expectSeqs(t, got, session, 3, 6)
-		if len(marks) != 1 || marks[0] != want {
-			t.Fatalf("gap markers %q, want [%s]", marks, want)
-		}
-		publish(t, s, b.dialect, session, 6, 7, 0)
-		expectSeqs(t, events(t, resumed, 1), session, 6, 7)
-	})
+	}
+	expectSeqs(t, got, session, int(deleteTo), 6)
+	if len(marks) != 1 || marks[0] != want {
+		t.Fatalf("gap markers %q, want [%s]", marks, want)
+	}
+	publish(t, s, b.dialect, session, 6, 7, 0)
+	expectSeqs(t, events(t, resumed, 1), session, 6, 7)
 }
