@@ -115,3 +115,28 @@ func testGap(t *testing.T, b binding, deleteTo int64) {
 	publish(t, s, b.dialect, session, 6, 7, 0)
 	expectSeqs(t, events(t, resumed, 1), session, 6, 7)
 }
+
+// A resume token is the dialect's, not the binding's: a position taken
+// from one binding resumes on the other binding of the same dialect (D: a
+// cursor from SSE's id or the WebSocket's delivery.cursor; R: an SSE id or
+// the WebSocket event's session, epoch and seq).
+func TestResumeAcrossBindings(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		var other binding
+		for _, o := range bindings {
+			if o.dialect == b.dialect && o.name != b.name {
+				other = o
+			}
+		}
+		s := newStack(t, stackConfig{})
+		const session = "sess_across"
+		first := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64})
+		publish(t, s, b.dialect, session, 0, 5, 0)
+		evs := events(t, first, 5)
+		expectSeqs(t, evs, session, 0, 5)
+		resumed := other.open(t, s, openOpts{session: session, from: evs[1].token, ahead: 64})
+		expectSeqs(t, events(t, resumed, 3), session, 2, 5)
+		publish(t, s, b.dialect, session, 5, 6, 0)
+		expectSeqs(t, events(t, resumed, 1), session, 5, 6)
+	})
+}
