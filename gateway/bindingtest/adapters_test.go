@@ -2,6 +2,7 @@ package bindingtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -115,6 +116,16 @@ func openSSE(t *testing.T, u string, o openOpts, hdr http.Header) (*gatewaytest.
 	return s, pre[:len(pre)-1]
 }
 
+// tryOK sorts a TryNext error: nil is a message, a timeout is false, the
+// end of the stream fails t.
+func tryOK(t *testing.T, err error) bool {
+	t.Helper()
+	if errors.Is(err, gatewaytest.ErrEnded) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
 // sseEnd reads an SSE stream's rest and normalizes how it ended.
 func sseEnd(t *testing.T, s *gatewaytest.SSEStream, d time.Duration, norm func(gatewaytest.SSEMessage) msg) ([]msg, string) {
 	t.Helper()
@@ -182,7 +193,14 @@ func (a *sseD) norm(m gatewaytest.SSEMessage) msg {
 	return out
 }
 
-func (a *sseD) next(t *testing.T) msg { t.Helper(); return a.norm(a.s.Next()) }
+func (a *sseD) tryNext(t *testing.T, d time.Duration) (msg, bool) {
+	t.Helper()
+	m, err := a.s.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
+	return a.norm(m), true
+}
 
 func (a *sseD) heartbeat(t *testing.T) {
 	t.Helper()
@@ -218,9 +236,13 @@ func openWSD(t *testing.T, s *stack, o openOpts) stream {
 	return &wsD{w: w}
 }
 
-func (a *wsD) next(t *testing.T) msg {
+func (a *wsD) tryNext(t *testing.T, d time.Duration) (msg, bool) {
 	t.Helper()
-	return parseD(t, a.w.NextRaw())
+	b, err := a.w.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
+	return parseD(t, b), true
 }
 
 func (a *wsD) heartbeat(t *testing.T) {
@@ -296,14 +318,18 @@ func (a *sseR) norm(m gatewaytest.SSEMessage) msg {
 	return out
 }
 
-func (a *sseR) next(t *testing.T) msg {
+func (a *sseR) tryNext(t *testing.T, d time.Duration) (msg, bool) {
 	t.Helper()
 	if len(a.pending) > 0 {
 		m := a.pending[0]
 		a.pending = a.pending[1:]
-		return m
+		return m, true
 	}
-	return a.norm(a.s.Next())
+	m, err := a.s.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
+	return a.norm(m), true
 }
 
 func (a *sseR) heartbeat(t *testing.T) {
@@ -364,11 +390,14 @@ func (a *wsR) norm(t *testing.T, b []byte) msg {
 	return msg{kind: kindOther, raw: string(b)}
 }
 
-// next answers a ping with its pong: a silent peer is closed after three
-// ping periods.
-func (a *wsR) next(t *testing.T) msg {
+// tryNext answers a ping with its pong: a silent peer is closed after
+// three ping periods.
+func (a *wsR) tryNext(t *testing.T, d time.Duration) (msg, bool) {
 	t.Helper()
-	b := a.w.NextRaw()
+	b, err := a.w.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
 	m := a.norm(t, b)
 	if m.kind == kindHeartbeat {
 		var p struct {
@@ -377,12 +406,12 @@ func (a *wsR) next(t *testing.T) msg {
 		_ = json.Unmarshal(b, &p)
 		a.w.Send(`{"type":"pong","t":` + string(p.T) + `}`)
 	}
-	return m
+	return m, true
 }
 
 func (a *wsR) heartbeat(t *testing.T) {
 	t.Helper()
-	for a.next(t).kind != kindHeartbeat {
+	for next(t, a).kind != kindHeartbeat {
 	}
 }
 

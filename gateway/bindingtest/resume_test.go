@@ -95,7 +95,7 @@ func testGap(t *testing.T, b binding, deleteTo int64) {
 		}
 	}
 	for len(got) < int(6-deleteTo) || len(marks) == 0 {
-		switch m := resumed.next(t); m.kind {
+		switch m := next(t, resumed); m.kind {
 		case kindEvent:
 			got = append(got, m)
 		case kindReplayed, kindExhausted:

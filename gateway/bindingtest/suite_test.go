@@ -67,9 +67,9 @@ type openOpts struct {
 
 // stream is an open stream of one binding.
 type stream interface {
-	// next returns the next message, failing t if the stream ends or
-	// nothing comes within gatewaytest.Wait.
-	next(t *testing.T) msg
+	// tryNext returns the next message within d, false if none came;
+	// it fails t if the stream ends.
+	tryNext(t *testing.T, d time.Duration) (msg, bool)
 	// heartbeat waits for the binding's heartbeat on an idle stream.
 	heartbeat(t *testing.T)
 	// end reads the rest of the stream, failing t if it has not ended
@@ -106,13 +106,24 @@ func forEach(t *testing.T, f func(t *testing.T, b binding)) {
 	}
 }
 
+// next returns st's next message, failing t if the stream ends or nothing
+// comes within gatewaytest.Wait.
+func next(t *testing.T, st stream) msg {
+	t.Helper()
+	m, ok := st.tryNext(t, gatewaytest.Wait)
+	if !ok {
+		t.Fatalf("no message within %v", gatewaytest.Wait)
+	}
+	return m
+}
+
 // events reads the next n events, skipping heartbeats and event.replayed
 // notices that name no gap; anything else fails t.
 func events(t *testing.T, st stream, n int) []msg {
 	t.Helper()
 	out := make([]msg, 0, n)
 	for len(out) < n {
-		m := st.next(t)
+		m := next(t, st)
 		switch {
 		case m.kind == kindEvent:
 			out = append(out, m)

@@ -225,11 +225,12 @@ func (s *SSEStream) Close() {
 	<-s.done
 }
 
-// errStreamEnded is returned by TryNext when the stream ended.
-var errStreamEnded = errors.New("stream ended")
+// ErrEnded is in the chain of a TryNext error when the stream or
+// connection ended; other TryNext errors mean nothing came in time.
+var ErrEnded = errors.New("ended")
 
 // TryNext returns the next message within d; an error says the stream
-// ended (with why) or nothing came in time.
+// ended (ErrEnded, with why) or nothing came in time.
 func (s *SSEStream) TryNext(d time.Duration) (SSEMessage, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -237,9 +238,9 @@ func (s *SSEStream) TryNext(d time.Duration) (SSEMessage, error) {
 	case m, ok := <-s.msgs:
 		if !ok {
 			if s.err != nil {
-				return SSEMessage{}, fmt.Errorf("%w: %w", errStreamEnded, s.err)
+				return SSEMessage{}, fmt.Errorf("stream %w: %w", ErrEnded, s.err)
 			}
-			return SSEMessage{}, errStreamEnded
+			return SSEMessage{}, fmt.Errorf("stream %w", ErrEnded)
 		}
 		return m, nil
 	case <-t.C:
@@ -294,7 +295,7 @@ func (s *SSEStream) End(d time.Duration) ([]SSEMessage, error) {
 	var out []SSEMessage
 	for {
 		m, err := s.TryNext(time.Until(deadline))
-		if errors.Is(err, errStreamEnded) {
+		if errors.Is(err, ErrEnded) {
 			return out, s.err
 		}
 		if err != nil {

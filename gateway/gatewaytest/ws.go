@@ -124,11 +124,8 @@ func (w *WSConn) Send(msg string) {
 	}
 }
 
-// errConnEnded is returned by TryNext when the connection ended.
-var errConnEnded = errors.New("connection ended")
-
 // TryNext returns the next message within d; an error says the connection
-// ended (with its close status in the chain: websocket.CloseStatus) or
+// ended (ErrEnded, with the close status in the chain: websocket.CloseStatus) or
 // nothing came in time.
 func (w *WSConn) TryNext(d time.Duration) ([]byte, error) {
 	t := time.NewTimer(d)
@@ -136,7 +133,7 @@ func (w *WSConn) TryNext(d time.Duration) ([]byte, error) {
 	select {
 	case b, ok := <-w.frames:
 		if !ok {
-			return nil, fmt.Errorf("%w: %w", errConnEnded, w.err)
+			return nil, fmt.Errorf("connection %w: %w", ErrEnded, w.err)
 		}
 		return b, nil
 	case <-t.C:
@@ -164,7 +161,7 @@ func (w *WSConn) End(d time.Duration) ([][]byte, websocket.StatusCode) {
 	var out [][]byte
 	for {
 		b, err := w.TryNext(time.Until(deadline))
-		if errors.Is(err, errConnEnded) {
+		if errors.Is(err, ErrEnded) {
 			return out, websocket.CloseStatus(w.err)
 		}
 		if err != nil {

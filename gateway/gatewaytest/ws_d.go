@@ -62,8 +62,8 @@ type WSD struct {
 	*WSConn
 }
 
-// DialWSD connects with the aep-0.1 subprotocol and opens a session:
-// session.opened answered by session.ready.
+// DialWSD connects with the aep-0.1 subprotocol (o.Subprotocols is
+// ignored) and opens a session: session.opened answered by session.ready.
 func DialWSD(tb testing.TB, url string, o WSOptions) *WSD {
 	tb.Helper()
 	o.Subprotocols = []string{SubprotocolD}
