@@ -1,0 +1,216 @@
+package bindingtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+)
+
+// (R events carry "aep", frames do not).
+func parseR(t *testing.T, b []byte) (msg, bool) {
+	t.Helper()
+	var e struct {
+		AEP     *string `json:"aep"`
+		ID      string  `json:"id"`
+		Session string  `json:"session"`
+		Epoch   int     `json:"epoch"`
+		Seq     int     `json:"seq"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, b)
+	}
+	if e.AEP == nil {
+		return msg{}, false
+	}
+	return msg{kind: kindEvent, id: e.ID, session: e.Session, seq: e.Seq, data: b, raw: string(b),
+		token: fmt.Sprintf("%s:%d:%d", e.Session, e.Epoch, e.Seq)}, true
+}
+
+// exhaustedR normalizes a replay-exhausted marker's session and earliest
+// position (nil: the log holds nothing of the session).
+func exhaustedR(session string, earliest *[2]int64) string {
+	if earliest == nil {
+		return "session " + session
+	}
+	return fmt.Sprintf("session %s earliest %d:%d", session, earliest[0], earliest[1])
+}
+
+// SSE-R: GET /stream.
+
+type sseR struct {
+	s       *gatewaytest.SSEStream
+	t       *testing.T
+	pending []msg // replay-exhausted comments before ": stream open"
+}
+
+func openSSER(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	q := url.Values{}
+	if o.session != "" {
+		q.Set("filter", fmt.Sprintf(`{"session":[%q]}`, o.session))
+	}
+	hdr := http.Header{}
+	if o.from != "" {
+		hdr.Set("Last-Event-ID", o.from)
+	}
+	st, pre := openSSE(t, s.URL+"/stream?"+q.Encode(), o, hdr)
+	a := &sseR{s: st, t: t}
+	for _, m := range pre {
+		a.pending = append(a.pending, a.norm(m))
+	}
+	return a
+}
+
+func (a *sseR) norm(m gatewaytest.SSEMessage) msg {
+	a.t.Helper()
+	if m.IsComment() {
+		c := m.Comment()
+		if c == "ping" {
+			return msg{kind: kindHeartbeat, raw: c}
+		}
+		if rest, ok := strings.CutPrefix(c, "replay-exhausted "); ok {
+			session, at, _ := strings.Cut(rest, " ")
+			var earliest *[2]int64
+			if e, q, ok := strings.Cut(at, ":"); ok {
+				ei, err1 := strconv.ParseInt(e, 10, 64)
+				qi, err2 := strconv.ParseInt(q, 10, 64)
+				if err1 != nil || err2 != nil {
+					a.t.Fatalf("replay-exhausted comment %q", c)
+				}
+				earliest = &[2]int64{ei, qi}
+			}
+			return msg{kind: kindExhausted, gaps: []string{exhaustedR(session, earliest)}, raw: c}
+		}
+		return msg{kind: kindOther, raw: ": " + c}
+	}
+	out, ok := parseR(a.t, []byte(m.Data))
+	if !ok {
+		return msg{kind: kindOther, raw: m.Data}
+	}
+	if m.ID != out.token || m.Event != "tool.requested" {
+		a.t.Fatalf("id %q event %q, want %q tool.requested", m.ID, m.Event, out.token)
+	}
+	return out
+}
+
+func (a *sseR) tryNext(t *testing.T, d time.Duration) (msg, bool) {
+	t.Helper()
+	if len(a.pending) > 0 {
+		m := a.pending[0]
+		a.pending = a.pending[1:]
+		return m, true
+	}
+	m, err := a.s.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
+	return a.norm(m), true
+}
+
+func (a *sseR) heartbeat(t *testing.T) {
+	t.Helper()
+	a.s.Until("a ping comment", func(m gatewaytest.SSEMessage) bool { return m.IsComment() && m.Comment() == "ping" })
+}
+
+func (a *sseR) end(t *testing.T, d time.Duration) ([]msg, string) {
+	t.Helper()
+	return sseEnd(t, a.s, d, a.norm)
+}
+
+// WS-R: GET /socket, one subscription per connection.
+
+type wsR struct {
+	w *gatewaytest.WSR
+}
+
+func openWSR(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(s.URL, "/socket"), gatewaytest.RConsumerHello, wsOptions(o))
+	var rest []string
+	if o.session != "" {
+		rest = append(rest, fmt.Sprintf(`"filter":{"session":[%q]}`, o.session))
+	}
+	if o.from != "" {
+		i := strings.LastIndexByte(o.from, ':')
+		j := strings.LastIndexByte(o.from[:i], ':')
+		rest = append(rest, fmt.Sprintf(`"from":[{"session":%q,"epoch":%s,"seq":%s}]`, o.from[:j], o.from[j+1:i], o.from[i+1:]))
+	}
+	w.Subscribe("suite", strings.Join(rest, ","))
+	return &wsR{w: w}
+}
+
+func (a *wsR) norm(t *testing.T, b []byte) msg {
+	t.Helper()
+	if m, ok := parseR(t, b); ok {
+		return m
+	}
+	var f struct {
+		Type     string `json:"type"`
+		Session  string `json:"session"`
+		Earliest *struct {
+			Epoch, Seq int64
+		} `json:"earliest"`
+	}
+	_ = json.Unmarshal(b, &f)
+	switch f.Type {
+	case "ping":
+		return msg{kind: kindHeartbeat, raw: string(b)}
+	case "replay-exhausted":
+		var earliest *[2]int64
+		if f.Earliest != nil {
+			earliest = &[2]int64{f.Earliest.Epoch, f.Earliest.Seq}
+		}
+		return msg{kind: kindExhausted, gaps: []string{exhaustedR(f.Session, earliest)}, raw: string(b)}
+	}
+	return msg{kind: kindOther, raw: string(b)}
+}
+
+// tryNext answers a ping with its pong: a silent peer is closed after
+// three ping periods.
+func (a *wsR) tryNext(t *testing.T, d time.Duration) (msg, bool) {
+	t.Helper()
+	b, err := a.w.TryNext(d)
+	if !tryOK(t, err) {
+		return msg{}, false
+	}
+	m := a.norm(t, b)
+	if m.kind == kindHeartbeat {
+		var p struct {
+			T json.RawMessage `json:"t"`
+		}
+		_ = json.Unmarshal(b, &p)
+		a.w.Send(`{"type":"pong","t":` + string(p.T) + `}`)
+	}
+	return m, true
+}
+
+func (a *wsR) heartbeat(t *testing.T) {
+	t.Helper()
+	for next(t, a).kind != kindHeartbeat {
+	}
+}
+
+func (a *wsR) end(t *testing.T, d time.Duration) ([]msg, string) {
+	t.Helper()
+	rest, status := a.w.End(d)
+	var out []msg
+	how := fmt.Sprintf("close %d", status)
+	for i, b := range rest {
+		if m := a.norm(t, b); m.kind != kindOther || !strings.HasPrefix(m.raw, `{"type":"closing"`) {
+			out = append(out, m)
+			continue
+		}
+		if i != len(rest)-1 {
+			return nil, "closing frame before other messages"
+		}
+		how = "closing frame, " + how
+	}
+	return out, how
+}
