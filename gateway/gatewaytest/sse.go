@@ -165,7 +165,7 @@ func OpenSSE(tb testing.TB, url string, o SSEOptions) (*SSEStream, *http.Respons
 		tb.Fatalf("GET %s: %v", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		cancel()
+		resp.Body = cancelOnClose{resp.Body, cancel}
 		return nil, resp
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
@@ -186,6 +186,18 @@ func NewSSEStream(tb testing.TB, resp *http.Response, buffer int) *SSEStream {
 	go s.read()
 	tb.Cleanup(s.Close)
 	return s
+}
+
+// cancelOnClose ends a request when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // MustOpenSSE is OpenSSE failing tb on a status other than 200.

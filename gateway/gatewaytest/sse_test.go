@@ -2,6 +2,9 @@ package gatewaytest
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -42,5 +45,22 @@ func TestParseSSE(t *testing.T) {
 	_ = ParseSSE(strings.NewReader(": a\n\n: b\n\n"), func(SSEMessage) bool { n++; return false })
 	if n != 1 {
 		t.Fatalf("emit returning false: %d calls, want 1", n)
+	}
+}
+
+// A refused stream's body is readable: OpenSSE hands it over unread.
+func TestOpenSSERefusedBody(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"nope"}`, http.StatusBadRequest)
+	}))
+	defer hs.Close()
+	s, resp := OpenSSE(t, hs.URL, SSEOptions{})
+	if s != nil {
+		t.Fatal("stream opened")
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "nope") {
+		t.Fatalf("%d %q %v", resp.StatusCode, b, err)
 	}
 }
