@@ -57,8 +57,8 @@ type sseD struct {
 	t *testing.T
 }
 
-func openSSED(t *testing.T, s *stack, o openOpts) stream {
-	t.Helper()
+// sseDRequest is the URL and headers of an SSE-D stream opened with o.
+func sseDRequest(s *stack, o openOpts) (string, http.Header) {
 	q := url.Values{"types": {"*"}}
 	if o.session != "" {
 		q.Set("session_id", o.session)
@@ -70,11 +70,30 @@ func openSSED(t *testing.T, s *stack, o openOpts) stream {
 	if o.from != "" {
 		hdr.Set("Last-Event-ID", o.from)
 	}
-	st, pre := openSSE(t, s.URL+"/aep/events?"+q.Encode(), o, hdr)
+	return s.URL + "/aep/events?" + q.Encode(), hdr
+}
+
+func openSSED(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	u, hdr := sseDRequest(s, o)
+	st, pre := openSSE(t, u, o, hdr)
 	if len(pre) != 0 {
 		t.Fatalf("before the stream-open comment: %+v", pre)
 	}
 	return &sseD{s: st, t: t}
+}
+
+// refuseSSED opens a stream that must be refused: "status error.code".
+func refuseSSED(t *testing.T, s *stack, o openOpts) string {
+	t.Helper()
+	u, hdr := sseDRequest(s, o)
+	var body struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	status := refusedSSE(t, u, hdr, &body)
+	return fmt.Sprintf("%d %s", status, body.Error.Code)
 }
 
 func (a *sseD) norm(m gatewaytest.SSEMessage) msg {
@@ -120,9 +139,8 @@ type wsD struct {
 	w *gatewaytest.WSD
 }
 
-func openWSD(t *testing.T, s *stack, o openOpts) stream {
-	t.Helper()
-	w := gatewaytest.DialWSD(t, gatewaytest.WSURL(s.URL, "/aep"), wsOptions(o))
+// wsDFilter is the subscription.requested payload of a stream opened with o.
+func wsDFilter(o openOpts) string {
 	filter := map[string]string{"types": "*"}
 	if o.session != "" {
 		filter["session_id"] = o.session
@@ -134,8 +152,22 @@ func openWSD(t *testing.T, s *stack, o openOpts) stream {
 		filter["from_cursor"] = o.from
 	}
 	b, _ := json.Marshal(filter)
-	w.MustSubscribe("evt_suite_sub", string(b))
+	return string(b)
+}
+
+func openWSD(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	w := gatewaytest.DialWSD(t, gatewaytest.WSURL(s.URL, "/aep"), wsOptions(o))
+	w.MustSubscribe("evt_suite_sub", wsDFilter(o))
 	return &wsD{w: w}
+}
+
+// refuseWSD subscribes with what must be refused: "answer error.code".
+func refuseWSD(t *testing.T, s *stack, o openOpts) string {
+	t.Helper()
+	w := gatewaytest.DialWSD(t, gatewaytest.WSURL(s.URL, "/aep"), wsOptions(o))
+	m := w.Subscribe("evt_suite_sub", wsDFilter(o))
+	return m.Type + " " + m.ErrCode()
 }
 
 func (a *wsD) tryNext(t *testing.T, d time.Duration) (msg, bool) {

@@ -50,8 +50,8 @@ type sseR struct {
 	pending []msg // replay-exhausted comments before ": stream open"
 }
 
-func openSSER(t *testing.T, s *stack, o openOpts) stream {
-	t.Helper()
+// sseRRequest is the URL and headers of an SSE-R stream opened with o.
+func sseRRequest(s *stack, o openOpts) (string, http.Header) {
 	q := url.Values{}
 	if o.session != "" {
 		q.Set("filter", fmt.Sprintf(`{"session":[%q]}`, o.session))
@@ -60,12 +60,33 @@ func openSSER(t *testing.T, s *stack, o openOpts) stream {
 	if o.from != "" {
 		hdr.Set("Last-Event-ID", o.from)
 	}
-	st, pre := openSSE(t, s.URL+"/stream?"+q.Encode(), o, hdr)
+	return s.URL + "/stream?" + q.Encode(), hdr
+}
+
+func openSSER(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	u, hdr := sseRRequest(s, o)
+	st, pre := openSSE(t, u, o, hdr)
 	a := &sseR{s: st, t: t}
 	for _, m := range pre {
 		a.pending = append(a.pending, a.norm(m))
 	}
 	return a
+}
+
+// refuseSSER opens a stream that must be refused: "status error".
+func refuseSSER(t *testing.T, s *stack, o openOpts) string {
+	t.Helper()
+	u, hdr := sseRRequest(s, o)
+	var body struct {
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
+	}
+	status := refusedSSE(t, u, hdr, &body)
+	if body.Detail == "" {
+		t.Fatalf("refusal %d %s without a detail", status, body.Error)
+	}
+	return fmt.Sprintf("%d %s", status, body.Error)
 }
 
 func (a *sseR) norm(m gatewaytest.SSEMessage) msg {
@@ -130,10 +151,9 @@ type wsR struct {
 	w *gatewaytest.WSR
 }
 
-func openWSR(t *testing.T, s *stack, o openOpts) stream {
-	t.Helper()
-	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(s.URL, "/socket"), gatewaytest.RConsumerHello, wsOptions(o))
-	var rest []string
+// wsRSubscribe is the subscribe frame of a stream opened with o.
+func wsRSubscribe(o openOpts) string {
+	rest := []string{`"type":"subscribe","id":"suite"`}
 	if o.session != "" {
 		rest = append(rest, fmt.Sprintf(`"filter":{"session":[%q]}`, o.session))
 	}
@@ -142,8 +162,29 @@ func openWSR(t *testing.T, s *stack, o openOpts) stream {
 		j := strings.LastIndexByte(o.from[:i], ':')
 		rest = append(rest, fmt.Sprintf(`"from":[{"session":%q,"epoch":%s,"seq":%s}]`, o.from[:j], o.from[j+1:i], o.from[i+1:]))
 	}
-	w.Subscribe("suite", strings.Join(rest, ","))
+	return "{" + strings.Join(rest, ",") + "}"
+}
+
+func openWSR(t *testing.T, s *stack, o openOpts) stream {
+	t.Helper()
+	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(s.URL, "/socket"), gatewaytest.RConsumerHello, wsOptions(o))
+	w.Send(wsRSubscribe(o))
+	if f := w.Next(); f.Str("type") != "subscribed" || f.Str("id") != "suite" {
+		t.Fatalf("got %v, want subscribed suite", f)
+	}
 	return &wsR{w: w}
+}
+
+// refuseWSR subscribes with what must be refused: "frame code".
+func refuseWSR(t *testing.T, s *stack, o openOpts) string {
+	t.Helper()
+	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(s.URL, "/socket"), gatewaytest.RConsumerHello, wsOptions(o))
+	w.Send(wsRSubscribe(o))
+	f := w.Next()
+	if f.Str("id") != "suite" || f.Str("detail") == "" {
+		t.Fatalf("refusal %v: want the subscription's id and a detail", f)
+	}
+	return f.Str("type") + " " + f.Str("code")
 }
 
 func (a *wsR) norm(t *testing.T, b []byte) msg {

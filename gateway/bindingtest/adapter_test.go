@@ -1,6 +1,7 @@
 package bindingtest
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -42,6 +43,21 @@ func openSSE(t *testing.T, u string, o openOpts, hdr http.Header) (*gatewaytest.
 	s := gatewaytest.MustOpenSSE(t, u, sseOptions(o, hdr))
 	pre := s.Until("the stream-open comment", func(m gatewaytest.SSEMessage) bool { return m.Comment() == "stream open" })
 	return s, pre[:len(pre)-1]
+}
+
+// refusedSSE opens an SSE stream that must be refused, decodes the JSON
+// error body into body and returns the status.
+func refusedSSE(t *testing.T, u string, hdr http.Header, body any) int {
+	t.Helper()
+	st, resp := gatewaytest.OpenSSE(t, u, gatewaytest.SSEOptions{Header: hdr})
+	if st != nil {
+		t.Fatal("the stream opened")
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(body); err != nil {
+		t.Fatalf("refusal %d: body: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode
 }
 
 // tryOK sorts a TryNext error: nil is a message, a timeout is false, the

@@ -140,3 +140,21 @@ func TestResumeAcrossBindings(t *testing.T) {
 		expectSeqs(t, events(t, resumed, 1), session, 5, 6)
 	})
 }
+
+// A resume token the gateway cannot use is refused with the dialect's
+// error (D: subscription_rejected, over HTTP or in-band; R: invalid-filter,
+// AEP-0003 §3.2.3), never served as a live stream.
+func TestBadResumeTokenRefused(t *testing.T) {
+	forEach(t, func(t *testing.T, b binding) {
+		s := newStack(t, stackConfig{})
+		bad := map[dialect][]string{
+			dialectD: {"garbage!", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, // not base64; not signed by the server
+			dialectR: {"sess_bad:0:-1"},                                        // a negative seq
+		}[b.dialect]
+		for _, token := range bad {
+			if got := b.refuse(t, s, openOpts{session: "sess_bad", from: token}); got != b.refused {
+				t.Fatalf("token %q: refused as %q, want %q", token, got, b.refused)
+			}
+		}
+	})
+}

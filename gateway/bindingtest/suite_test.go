@@ -85,13 +85,21 @@ type binding struct {
 	open    func(t *testing.T, s *stack, o openOpts) stream
 	// closing is how end reports a stream the gateway shut down.
 	closing string
+	// refuse opens a stream that must be refused and reports how, as
+	// refused says.
+	refuse  func(t *testing.T, s *stack, o openOpts) string
+	refused string
 }
 
 var bindings = []binding{
-	{name: "SSE-D", dialect: dialectD, open: openSSED, closing: closingSSED},
-	{name: "WS-D", dialect: dialectD, open: openWSD, closing: closingWSD},
-	{name: "SSE-R", dialect: dialectR, open: openSSER, closing: closingSSER},
-	{name: "WS-R", dialect: dialectR, open: openWSR, closing: closingWSR},
+	{name: "SSE-D", dialect: dialectD, open: openSSED, closing: closingSSED,
+		refuse: refuseSSED, refused: "400 subscription_rejected"},
+	{name: "WS-D", dialect: dialectD, open: openWSD, closing: closingWSD,
+		refuse: refuseWSD, refused: "subscription.rejected subscription_rejected"},
+	{name: "SSE-R", dialect: dialectR, open: openSSER, closing: closingSSER,
+		refuse: refuseSSER, refused: "400 invalid-filter"},
+	{name: "WS-R", dialect: dialectR, open: openWSR, closing: closingWSR,
+		refuse: refuseWSR, refused: "error invalid-filter"},
 }
 
 // forEach runs f as a subtest per binding, in parallel: the stacks are
