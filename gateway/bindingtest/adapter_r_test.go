@@ -148,7 +148,8 @@ func (a *sseR) end(t *testing.T, d time.Duration) ([]msg, string) {
 // WS-R: GET /socket, one subscription per connection.
 
 type wsR struct {
-	w *gatewaytest.WSR
+	w    *gatewaytest.WSR
+	last string // token of the last event delivered, for the closing frame
 }
 
 // wsRSubscribe is the subscribe frame of a stream opened with o.
@@ -222,6 +223,9 @@ func (a *wsR) tryNext(t *testing.T, d time.Duration) (msg, bool) {
 		return msg{}, false
 	}
 	m := a.norm(t, b)
+	if m.kind == kindEvent {
+		a.last = m.token
+	}
 	if m.kind == kindHeartbeat {
 		var p struct {
 			T json.RawMessage `json:"t"`
@@ -238,6 +242,27 @@ func (a *wsR) heartbeat(t *testing.T) {
 	}
 }
 
+// closingDelivered is the position a closing frame names as delivered on
+// the suite's subscription, as a token ("" when it names none).
+func closingDelivered(t *testing.T, b []byte) string {
+	t.Helper()
+	var f struct {
+		Delivered []struct {
+			Sub, Session string
+			Epoch, Seq   int64
+		}
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("closing frame %s: %v", b, err)
+	}
+	for _, d := range f.Delivered {
+		if d.Sub == "suite" {
+			return fmt.Sprintf("%s:%d:%d", d.Session, d.Epoch, d.Seq)
+		}
+	}
+	return ""
+}
+
 func (a *wsR) end(t *testing.T, d time.Duration) ([]msg, string) {
 	t.Helper()
 	rest, status := a.w.End(d)
@@ -250,6 +275,9 @@ func (a *wsR) end(t *testing.T, d time.Duration) ([]msg, string) {
 		}
 		if i != len(rest)-1 {
 			return nil, "closing frame before other messages"
+		}
+		if got := closingDelivered(t, b); got != a.last {
+			return nil, fmt.Sprintf("closing frame names %q delivered, the last event was %q", got, a.last)
 		}
 		how = "closing frame, " + how
 	}
