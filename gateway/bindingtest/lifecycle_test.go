@@ -101,6 +101,7 @@ func testShutdown(t *testing.T, b binding, idle bool) {
 // their closing signal, and every handler returns within the bound.
 func TestShutdownWithStalledClient(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
+		needSmallSockets(t)
 		socks := &gatewaytest.SmallSockets{Bytes: slowSocket}
 		const writeTimeout = 500 * time.Millisecond
 		s := newStack(t, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, WriteTimeout: writeTimeout, Sockets: socks})

@@ -73,7 +73,15 @@ func TestSlowConsumerBounded(t *testing.T) {
 	}
 }
 
+// needSmallSockets skips a test on a host that cannot use SmallSockets.
+func needSmallSockets(t *testing.T) {
+	if !gatewaytest.SmallSocketsSupported() {
+		t.Skip("this host cannot connect from " + gatewaytest.SmallSocketsIP.String() + ", which SmallSockets needs")
+	}
+}
+
 func testSlowConsumer(t *testing.T, b binding, lossless bool) {
+	needSmallSockets(t)
 	socks := &gatewaytest.SmallSockets{Bytes: slowSocket}
 	s := newStack(t, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
 	const session = "sess_slow"

@@ -51,6 +51,18 @@ func (s *SmallSockets) Grow() {
 // SmallSocketsIP is the loopback address SmallSockets clients connect from.
 var SmallSocketsIP = net.IPv4(127, 0, 0, 2)
 
+// SmallSocketsSupported says this host can connect from SmallSocketsIP
+// (Linux routes all of 127.0.0.0/8 to loopback; macOS by default only
+// 127.0.0.1): tests using SmallSockets skip without it.
+func SmallSocketsSupported() bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort(SmallSocketsIP.String(), "0"))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
 // Client is an HTTP/1.1 client whose sockets have a small receive buffer.
 // It reaches loopback servers only.
 func (s *SmallSockets) Client() *http.Client {
