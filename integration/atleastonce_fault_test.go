@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // At-least-once under faults (issue 5): events across 50 sessions are
@@ -284,23 +285,12 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 			attempt int
 		}
 		msgs := 0
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		var ev, data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				ev = strings.TrimPrefix(line, "event: ")
-				continue
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-				continue
-			case line != "" || data == "":
-				continue
+		// The stream's read error is the connection ending: dropped or killed.
+		_ = gatewaytest.ParseSSE(resp.Body, func(sm gatewaytest.SSEMessage) bool {
+			if !sm.HasData || sm.Data == "" {
+				return true
 			}
-			event, payload := ev, data
-			ev, data = "", ""
+			event, payload := sm.Event, sm.Data
 			msgs++
 			switch event {
 			case "event.redelivered":
@@ -319,7 +309,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 					id      string
 					attempt int
 				}{m.Payload.Original, m.Payload.Attempt}
-				continue
+				return true
 			case "task.progress":
 			default:
 				fail("connection %d: unexpected message %q: %s", conn, event, payload)
@@ -411,9 +401,10 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 			}
 			if msgs == dropAt {
 				drops++
-				break
+				return false
 			}
-		}
+			return true
+		})
 		connCancel()
 		resp.Body.Close()
 		<-watchDone

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // sseMessage is one parsed server-sent event.
@@ -16,45 +17,27 @@ type sseMessage struct {
 	id, event, data string
 }
 
-// readSSE parses messages from an event stream until n are read or ctx ends.
+// readSSE reads messages from an event stream until n carrying data are
+// read (comments are skipped), failing t if the stream ends first or ctx
+// ends (gatewaytest.Wait without a deadline).
 func readSSE(ctx context.Context, t *testing.T, resp *http.Response, n int) []sseMessage {
 	t.Helper()
-	out := make(chan []sseMessage, 1)
-	go func() {
-		var msgs []sseMessage
-		var cur sseMessage
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if cur.data != "" {
-					msgs = append(msgs, cur)
-					if len(msgs) == n {
-						out <- msgs
-						return
-					}
-				}
-				cur = sseMessage{}
-			case strings.HasPrefix(line, "id: "):
-				cur.id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "event: "):
-				cur.event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				cur.data = strings.TrimPrefix(line, "data: ")
-			}
-		}
-		out <- msgs
-	}()
-	select {
-	case m := <-out:
-		return m
-	case <-ctx.Done():
-		resp.Body.Close()
-		t.Fatalf("stream did not deliver %d messages in time", n)
-		return nil
+	s := gatewaytest.NewSSEStream(t, resp, 0)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(gatewaytest.Wait)
 	}
+	var msgs []sseMessage
+	for len(msgs) < n {
+		m, err := s.TryNext(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("stream did not deliver %d messages in time (%d read): %v", n, len(msgs), err)
+		}
+		if m.HasData {
+			msgs = append(msgs, sseMessage{id: m.ID, event: m.Event, data: m.Data})
+		}
+	}
+	return msgs
 }
 
 // The binary serves dialect D's SSE stream next to ingest: live events

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // rRestartArgs picks where the restarted gateways keep their data: an
@@ -35,11 +36,8 @@ type rStreamMsg struct {
 // rStream reads one GET /stream response; its reader goroutine ends when
 // the body is closed (close, or the test's cleanup).
 type rStream struct {
-	t      *testing.T
-	resp   *http.Response
-	msgs   chan rStreamMsg
-	cancel context.CancelFunc
-	done   chan struct{}
+	t *testing.T
+	s *gatewaytest.SSEStream
 }
 
 // openRStream opens GET /stream with query and Last-Event-ID (when not
@@ -59,25 +57,11 @@ func openRStream(t *testing.T, g *gatewayProc, query url.Values, lastEventID str
 // markers sent before the stream-open comment instead of failing on them.
 func openRStreamMarkers(t *testing.T, g *gatewayProc, query url.Values, lastEventID string) (*rStream, []string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/stream?"+query.Encode(), nil)
-	req.Header.Set("Accept", "text/event-stream")
+	hdr := http.Header{}
 	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
+		hdr.Set("Last-Event-ID", lastEventID)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		cancel()
-		t.Fatalf("GET /stream: %d", resp.StatusCode)
-	}
-	s := &rStream{t: t, resp: resp, msgs: make(chan rStreamMsg, 256), cancel: cancel, done: make(chan struct{})}
-	go s.read()
-	t.Cleanup(s.close)
+	s := &rStream{t: t, s: gatewaytest.MustOpenSSE(t, g.URL+"/stream?"+query.Encode(), gatewaytest.SSEOptions{Header: hdr, Buffer: 256})}
 	var markers []string
 	for {
 		m := s.next()
@@ -92,57 +76,16 @@ func openRStreamMarkers(t *testing.T, g *gatewayProc, query url.Values, lastEven
 	}
 }
 
-func (s *rStream) read() {
-	defer close(s.done)
-	defer close(s.msgs)
-	sc := bufio.NewScanner(s.resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var m rStreamMsg
-	empty := true
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if !empty {
-				s.msgs <- m
-			}
-			m, empty = rStreamMsg{}, true
-			continue
-		case strings.HasPrefix(line, ": "):
-			m.comment = line[2:]
-		case strings.HasPrefix(line, "event: "):
-			m.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			m.data = line[6:]
-		case strings.HasPrefix(line, "id: "):
-			m.id = line[4:]
-		}
-		empty = false
-	}
-}
-
-func (s *rStream) close() {
-	s.cancel()
-	s.resp.Body.Close()
-	// Drain so the reader is never stuck on a full channel, then wait for it.
-	for range s.msgs {
-	}
-	<-s.done
-}
+func (s *rStream) close() { s.s.Close() }
 
 // next returns the next message or comment; failing after a minute.
 func (s *rStream) next() rStreamMsg {
 	s.t.Helper()
-	select {
-	case m, ok := <-s.msgs:
-		if !ok {
-			s.t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(time.Minute):
-		s.t.Fatal("no SSE message within a minute")
+	m, err := s.s.TryNext(time.Minute)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	return rStreamMsg{}
+	return rStreamMsg{comment: m.Comment(), event: m.Event, data: m.Data, id: m.ID}
 }
 
 // nextEvent returns the next event, skipping pings; any other comment

@@ -71,6 +71,11 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 	appendMsg func([]byte, T) ([]byte, error), onClose func([]byte) []byte) error {
 	cfg = cfg.withDefaults()
 	rc := http.NewResponseController(w)
+	// net/http ends the response (its last chunk) after the handler
+	// returns, under the connection's write deadline: leave it a fresh one,
+	// or a stream that was idle longer than WriteTimeout is cut off
+	// instead of ended.
+	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) }()
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // unsupported: no deadline
 		if _, err := w.Write(b); err != nil {

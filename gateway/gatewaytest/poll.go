@@ -1,0 +1,33 @@
+package gatewaytest
+
+import (
+	"testing"
+	"time"
+)
+
+// Wait bounds how long the helpers of this package wait for something that
+// should happen: a failure deadline that stops a hung test, never a timing
+// assertion.
+const Wait = 30 * time.Second
+
+// pollEvery is how often Poll checks its condition.
+const pollEvery = 5 * time.Millisecond
+
+// Poll checks cond until it holds, failing tb with "timed out waiting for
+// what" after Wait. cond runs on the calling goroutine.
+func Poll(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	PollFor(tb, Wait, what, cond)
+}
+
+// PollFor is Poll with another deadline.
+func PollFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(pollEvery)
+	}
+}
