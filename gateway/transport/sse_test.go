@@ -1,0 +1,139 @@
+package transport_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
+)
+
+// sseServer serves one ServeSSE loop per request over a real socket; each
+// request takes the next channel from chans.
+func sseServer(t *testing.T, cfg transport.SSEConfig, ch chan string, onClose func([]byte) []byte) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !transport.CanStream(w) {
+			t.Error("httptest's ResponseWriter cannot stream")
+			return
+		}
+		transport.StartSSE(w)
+		err := transport.ServeSSE(w, r, cfg, ch, func(b []byte, s string) ([]byte, error) {
+			if s == "bad" {
+				return b, errors.New("cannot encode")
+			}
+			return append(b, "data: "+s+"\n\n"...), nil
+		}, onClose)
+		if err != nil {
+			_, _ = io.WriteString(w, ": error "+err.Error()+"\n\n") // visible to the test
+		}
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func get(t *testing.T, url string) *http.Response {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("headers %v", resp.Header)
+	}
+	return resp
+}
+
+// readAll reads the whole stream; it must end cleanly (no truncated
+// chunk).
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("stream did not end cleanly: %v (read %q)", err, b)
+	}
+	return string(b)
+}
+
+func TestServeSSEWritesPreambleBatchesAndLastWords(t *testing.T) {
+	ch := make(chan string, 8)
+	for _, s := range []string{"a", "b", "c"} {
+		ch <- s
+	}
+	close(ch)
+	hs := sseServer(t, transport.SSEConfig{Preamble: []byte(": marker\n\n"), Batch: 2}, ch,
+		func(b []byte) []byte { return append(b, ": closing\n\n"...) })
+	got := readAll(t, get(t, hs.URL))
+	want := ": marker\n\n: stream open\n\ndata: a\n\ndata: b\n\ndata: c\n\n: closing\n\n"
+	if got != want {
+		t.Fatalf("stream %q, want %q", got, want)
+	}
+}
+
+func TestServeSSEHeartbeatWhileIdle(t *testing.T) {
+	ch := make(chan string)
+	hs := sseServer(t, transport.SSEConfig{Heartbeat: 20 * time.Millisecond, HeartbeatComment: "ping"}, ch, nil)
+	br := bufio.NewReader(get(t, hs.URL).Body)
+	for _, want := range []string{": stream open", "", ": ping", "", ": ping"} {
+		line, err := br.ReadString('\n')
+		if err != nil || strings.TrimRight(line, "\n") != want {
+			t.Fatalf("line %q (%v), want %q", line, err, want)
+		}
+	}
+	close(ch)
+}
+
+func TestServeSSEEndsOnShutdownAfterIdlingPastItsWriteTimeout(t *testing.T) {
+	ch := make(chan string)
+	shutdown := make(chan struct{})
+	hs := sseServer(t, transport.SSEConfig{
+		Heartbeat: time.Hour, WriteTimeout: 20 * time.Millisecond, Shutdown: shutdown,
+		OnShutdown: func(b []byte) []byte { return append(b, ": closing: shutting down\n\n"...) },
+	}, ch, nil)
+	resp := get(t, hs.URL)
+	time.Sleep(60 * time.Millisecond) // idle for longer than the write timeout
+	close(shutdown)
+	if got := readAll(t, resp); got != ": stream open\n\n: closing: shutting down\n\n" {
+		t.Fatalf("stream %q", got)
+	}
+}
+
+func TestServeSSEReturnsEncodingErrors(t *testing.T) {
+	ch := make(chan string, 1)
+	ch <- "bad"
+	hs := sseServer(t, transport.SSEConfig{}, ch, nil)
+	if got := readAll(t, get(t, hs.URL)); !strings.Contains(got, ": error cannot encode") {
+		t.Fatalf("stream %q, want the encoding error", got)
+	}
+}
+
+func TestServeSSELeavesWhenTheClientDoes(t *testing.T) {
+	ch := make(chan string)
+	returned := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.StartSSE(w)
+		_ = transport.ServeSSE(w, r, transport.SSEConfig{}, ch, func(b []byte, s string) ([]byte, error) { return b, nil }, nil)
+		close(returned)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeSSE still running after the client left")
+	}
+}
