@@ -2,6 +2,7 @@ package dialectd
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -188,10 +189,45 @@ func (st *streamState) fullFrontier(given []cursor.PartitionOffset) []cursor.Par
 }
 
 // cursorAt encodes the stream's position after the delivery with seq.
-func (h *sseHandler) cursorAt(st *streamState, seq uint64) (string, error) {
-	return h.kr.Encode(st.tenant.String(), cursor.Cursor{
+func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) {
+	return kr.Encode(st.tenant.String(), cursor.Cursor{
 		Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier,
 	})
+}
+
+// cursorAfter moves the stream's frontier past ev and returns the cursor
+// of its delivery with seq (a redelivery below the frontier leaves it).
+func (st *streamState) cursorAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) (string, error) {
+	r := ev.Record
+	if int(r.Partition) < len(st.frontier) && r.Offset+1 > st.frontier[r.Partition].Offset {
+		st.frontier[r.Partition].Offset = r.Offset + 1
+	}
+	return st.cursorAt(kr, seq)
+}
+
+// appendEvent appends the data of ev as delivered in mode with seq and
+// cur: its stored bytes with this gateway's delivery member.
+func appendEvent(buf []byte, ev *engine.Event, mode string, seq uint64, cur string) ([]byte, error) {
+	out, ok := appendData(buf, ev.Record.Value, mode, seq, cur)
+	if !ok {
+		return buf, fmt.Errorf("stored event is not a JSON object at partition %d offset %d", ev.Record.Partition, ev.Record.Offset)
+	}
+	return out, nil
+}
+
+// appendEventSSE appends the SSE message of ev: id (the cursor), event
+// (its type) and data (appendEvent).
+func appendEventSSE(buf []byte, ev *engine.Event, mode string, seq uint64, cur string) ([]byte, error) {
+	buf = append(buf, "id: "...)
+	buf = append(buf, cur...)
+	buf = append(buf, "\nevent: "...)
+	buf = append(buf, ev.Attrs.Type...)
+	buf = append(buf, "\ndata: "...)
+	buf, err := appendEvent(buf, ev, mode, seq, cur)
+	if err != nil {
+		return buf, err
+	}
+	return append(buf, "\n\n"...), nil
 }
 
 // requestTenant is the authenticated tenant of r; the zero Tenant when the

@@ -1,9 +1,7 @@
 package dialectd
 
 import (
-	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -31,24 +29,11 @@ func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Deliver
 	if d.CaughtUp {
 		return h.appendReplayed(buf, st, d)
 	}
-	p := d.Partition()
-	if int(p) < len(st.frontier) {
-		st.frontier[p].Offset = d.Offset() + 1
-	}
-	cur, err := h.cursorAt(st, d.Sequence)
+	cur, err := st.cursorAfter(h.kr, d.Event, d.Sequence)
 	if err != nil {
 		return buf, err
 	}
-	buf = append(buf, "id: "...)
-	buf = append(buf, cur...)
-	buf = append(buf, "\nevent: "...)
-	buf = append(buf, d.Event.Attrs.Type...)
-	buf = append(buf, "\ndata: "...)
-	var ok bool
-	if buf, ok = appendData(buf, d.Event.Record.Value, st.mode, d.Sequence, cur); !ok {
-		return buf, errors.New("stored event is not a JSON object at offset " + strconv.FormatInt(d.Offset(), 10))
-	}
-	return append(buf, "\n\n"...), nil
+	return appendEventSSE(buf, d.Event, st.mode, d.Sequence, cur)
 }
 
 // advance moves the stream's frontier to a handover position where it is
@@ -64,7 +49,7 @@ func (st *streamState) advance(frontier []cursor.PartitionOffset) {
 // appendReplayed appends event.replayed after a catch-up.
 func (h *sseHandler) appendReplayed(buf []byte, st *streamState, d engine.Delivery) ([]byte, error) {
 	st.advance(d.Frontier)
-	cur, err := h.cursorAt(st, d.Sequence)
+	cur, err := st.cursorAt(h.kr, d.Sequence)
 	if err != nil {
 		return buf, err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
@@ -81,7 +80,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		release()
 	}()
 	transport.StartSSE(w)
-	dst := &durableSSE{h: h, id: id, st: &streamState{mode: ModeAtLeastOnce, state: st}}
+	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
 	dst.st.frontier = dst.st.fullFrontier(nil)
 	dst.run(w, r, s)
 }
@@ -130,26 +129,11 @@ func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byt
 		}
 		buf = appendNotice(buf, "event.redelivered", ev)
 	}
-	p := dl.Event.Record.Partition
-	if int(p) < len(d.st.frontier) && dl.Event.Record.Offset+1 > d.st.frontier[p].Offset {
-		d.st.frontier[p].Offset = dl.Event.Record.Offset + 1
-	}
-	cur, err := d.h.kr.Encode(d.st.tenant.String(), cursor.Cursor{
-		Topic: d.st.state.ID.Tag(), Partitions: d.st.state.Partitions, Sequence: dl.Sequence, Offsets: d.st.frontier,
-	})
+	cur, err := d.st.cursorAfter(d.h.kr, dl.Event, dl.Sequence)
 	if err != nil {
 		return buf, err
 	}
-	buf = append(buf, "id: "...)
-	buf = append(buf, cur...)
-	buf = append(buf, "\nevent: "...)
-	buf = append(buf, dl.Event.Attrs.Type...)
-	buf = append(buf, "\ndata: "...)
-	var ok bool
-	if buf, ok = appendData(buf, dl.Event.Record.Value, ModeAtLeastOnce, dl.Sequence, cur); !ok {
-		return buf, errors.New("stored event is not a JSON object at offset " + strconv.FormatInt(dl.Event.Record.Offset, 10))
-	}
-	return append(buf, "\n\n"...), nil
+	return appendEventSSE(buf, dl.Event, ModeAtLeastOnce, dl.Sequence, cur)
 }
 
 // ackItem is one element of an acks batch: an event.acknowledged or

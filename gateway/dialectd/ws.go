@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -99,7 +98,6 @@ type WSHandler struct {
 	kr     *cursor.Keyring
 	ingest ingest.Func
 	cfg    WSConfig
-	sse    *sseHandler // for the cursor helpers shared with the SSE stream
 
 	hub *transport.Hub
 }
@@ -112,7 +110,6 @@ func NewWSHandler(e *engine.Engine, kr *cursor.Keyring, ingest ingest.Func, cfg 
 	cfg.withDefaults()
 	return &WSHandler{
 		e: e, kr: kr, ingest: ingest, cfg: cfg,
-		sse: &sseHandler{e: e, kr: kr},
 		hub: hubOf(cfg.Hub),
 	}
 }
@@ -134,12 +131,7 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "no authenticated tenant", false, nil)
 		return
 	}
-	var cur atomic.Pointer[wsConn]
-	stream, err := h.hub.Enter(tn.String(), func() {
-		if c := cur.Load(); c != nil {
-			c.goAway()
-		}
-	})
+	stream, err := h.hub.Enter(tn.String(), nil)
 	if err != nil {
 		refuseStream(w, err)
 		return
@@ -154,12 +146,7 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(int64(h.cfg.MaxMessageBytes))
 	c := newWSConn(h, ws, tn)
-	cur.Store(c)
-	select {
-	case <-h.hub.ShuttingDown(): // began before cur was set
-		c.goAway()
-	default:
-	}
+	stream.OnShutdown(c.goAway)
 	c.serve()
 }
 

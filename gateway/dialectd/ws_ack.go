@@ -3,7 +3,6 @@ package dialectd
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -63,7 +62,7 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 		SubscriptionID: id, Filter: json.RawMessage(f.String()),
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), DeliveryMode: ModeAtLeastOnce,
 	}
-	if cur, err := c.h.sse.cursorAt(st, seq); err == nil {
+	if cur, err := st.cursorAt(c.h.kr, seq); err == nil {
 		created.Cursor = cur
 	}
 	return s, created, nil
@@ -114,20 +113,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 }
 
 func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, string, error) {
-	st := s.st
-	r := d.Event.Record
-	if int(r.Partition) < len(st.frontier) && r.Offset+1 > st.frontier[r.Partition].Offset {
-		st.frontier[r.Partition].Offset = r.Offset + 1
-	}
-	cur, err := c.h.sse.cursorAt(st, d.Sequence)
-	if err != nil {
-		return nil, "", err
-	}
-	b, ok := appendData(make([]byte, 0, len(r.Value)+len(cur)+96), r.Value, ModeAtLeastOnce, d.Sequence, cur)
-	if !ok {
-		return nil, "", fmt.Errorf("stored event is not a JSON object at partition %d offset %d", r.Partition, r.Offset)
-	}
-	return wsStampSubscription(b, s.id), cur, nil
+	return c.encodeEvent(s, d.Event, ModeAtLeastOnce, d.Sequence)
 }
 
 // settle feeds event.acknowledged / event.rejected from the socket to every

@@ -90,13 +90,13 @@ func BenchmarkWSEncodeDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := &WSHandler{kr: kr, sse: &sseHandler{kr: kr}, cfg: WSConfig{Source: "gateway:aep-gateway"}}
+	h := &WSHandler{kr: kr, cfg: WSConfig{Source: "gateway:aep-gateway"}}
 	c := &wsConn{h: h}
 	st := &streamState{tenant: wsTestTenant, mode: ModeReplayable, state: cursor.TopicState{Partitions: 3, End: []int64{0, 0, 0}}}
 	st.frontier = st.fullFrontier(nil)
 	s := &wsSub{id: "sub_0001", st: st}
 	d := engine.Delivery{Event: &engine.Event{Record: &kgo.Record{Value: benchEvent, Partition: 1, Offset: 41}}, Sequence: 42}
-	cur, err := h.sse.cursorAt(st, 42)
+	cur, err := st.cursorAt(kr, 42)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCre
 		created.RequestedDeliveryMode = requested
 		created.Note = "acknowledgements are not tracked yet: delivery is lossless with cursors; resume from the cursor of the last event you processed"
 	}
-	if cur, err := c.h.sse.cursorAt(st, req.Sequence); err == nil {
+	if cur, err := st.cursorAt(c.h.kr, req.Sequence); err == nil {
 		created.Cursor = cur
 	}
 	return s, created, nil
@@ -281,7 +281,7 @@ func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, string, er
 	}
 	if d.CaughtUp {
 		st.advance(d.Frontier)
-		cur, err := c.h.sse.cursorAt(st, d.Sequence)
+		cur, err := st.cursorAt(c.h.kr, d.Sequence)
 		if err != nil {
 			return nil, "", err
 		}
@@ -292,16 +292,20 @@ func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, string, er
 		b, err := c.envelope("event.replayed", "", p)
 		return b, cur, err
 	}
-	if p := d.Partition(); int(p) < len(st.frontier) {
-		st.frontier[p].Offset = d.Offset() + 1
-	}
-	cur, err := c.h.sse.cursorAt(st, d.Sequence)
+	return c.encodeEvent(s, d.Event, st.mode, d.Sequence)
+}
+
+// encodeEvent is the message of ev delivered by subscription s in mode with
+// seq (its data with the delivery member naming the subscription), and its
+// cursor.
+func (c *wsConn) encodeEvent(s *wsSub, ev *engine.Event, mode string, seq uint64) ([]byte, string, error) {
+	cur, err := s.st.cursorAfter(c.h.kr, ev, seq)
 	if err != nil {
 		return nil, "", err
 	}
-	b, ok := appendData(make([]byte, 0, len(d.Event.Record.Value)+len(cur)+96), d.Event.Record.Value, st.mode, d.Sequence, cur)
-	if !ok {
-		return nil, "", fmt.Errorf("stored event is not a JSON object at partition %d offset %d", d.Partition(), d.Offset())
+	b, err := appendEvent(make([]byte, 0, len(ev.Record.Value)+len(cur)+96), ev, mode, seq, cur)
+	if err != nil {
+		return nil, "", err
 	}
 	return wsStampSubscription(b, s.id), cur, nil
 }

@@ -162,10 +162,9 @@ func New(cfg Config) (*Relay, error) {
 	return rl, nil
 }
 
-// enter admits a stream of tenant through the Hub; onShutdown (may be
-// nil) starts the stream's end when the Hub shuts down.
-func (rl *Relay) enter(tenant string, onShutdown func()) (*transport.Stream, error) {
-	return rl.hub.Enter(tenant, onShutdown)
+// enter admits a stream of tenant through the Hub.
+func (rl *Relay) enter(tenant string) (*transport.Stream, error) {
+	return rl.hub.Enter(tenant, nil)
 }
 
 // refuseEntry answers a stream the Hub did not admit.

@@ -33,7 +33,7 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tn, _ := tenant.FromContext(r.Context())
-	stream, err := rl.enter(tn.String(), nil)
+	stream, err := rl.enter(tn.String())
 	if err != nil {
 		refuseEntry(w, err)
 		return

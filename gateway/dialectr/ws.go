@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -23,12 +22,7 @@ func (rl *Relay) Socket() http.Handler { return http.HandlerFunc(rl.serveWS) }
 
 func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 	tn, _ := tenant.FromContext(r.Context())
-	var cur atomic.Pointer[wsConn]
-	stream, err := rl.enter(tn.String(), func() {
-		if c := cur.Load(); c != nil {
-			c.shutdown()
-		}
-	})
+	stream, err := rl.enter(tn.String())
 	if err != nil {
 		refuseEntry(w, err)
 		return
@@ -44,12 +38,7 @@ func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(limit + 64<<10)
 	c := newWSConn(rl, ws, tn)
-	cur.Store(c)
-	select {
-	case <-rl.hub.ShuttingDown(): // began before cur was set
-		c.shutdown()
-	default:
-	}
+	stream.OnShutdown(c.shutdown)
 	c.serve()
 }
 

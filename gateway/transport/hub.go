@@ -62,6 +62,23 @@ func (h *Hub) Enter(tenant string, onShutdown func()) (*Stream, error) {
 	return s, nil
 }
 
+// OnShutdown sets what the stream does when the Hub shuts down (it must
+// only start the stream's end, not wait for it), for a stream whose
+// connection exists only after it was admitted. When shutdown has already
+// begun, f runs at once.
+func (s *Stream) OnShutdown(f func()) {
+	h := s.h
+	h.mu.Lock()
+	closed := h.closed
+	if !closed {
+		s.onStop = f
+	}
+	h.mu.Unlock()
+	if closed {
+		f()
+	}
+}
+
 // Leave ends the stream's admission. Idempotent.
 func (s *Stream) Leave() {
 	s.stopOnce.Do(func() {
