@@ -23,8 +23,8 @@ const (
 	DefaultQueue    = 256
 	DefaultMaxQueue = 1 << 16
 	// DefaultReaderFetchBytes bounds one fetch of a subscription's own
-	// reader (catch-up, durable stream).
-	DefaultReaderFetchBytes = 1 << 20
+	// reader (catch-up, durable stream), in bytes as stored (compressed).
+	DefaultReaderFetchBytes = 256 << 10
 )
 
 var (
@@ -58,11 +58,12 @@ type Config struct {
 	// means DefaultMaxQueue.
 	MaxQueue int
 	// ReaderFetchBytes bounds what one fetch of a subscription's own Kafka
-	// reader (a catch-up or a durable stream) may hold: the reader buffers
-	// at most one fetch while its client does not read, so this is the
-	// bound of a stream's Kafka buffer, whatever the topic holds (a single
-	// record larger than it is still fetched whole). Zero means
-	// DefaultReaderFetchBytes.
+	// reader (a catch-up or a durable stream) may hold, in bytes as stored
+	// (record batches are compressed: decoded they take about the
+	// compression ratio times more): the reader buffers at most one fetch
+	// while its client does not read, so this bounds a stream's Kafka
+	// buffer whatever the topic holds (a single batch larger than it is
+	// still fetched whole). Zero means DefaultReaderFetchBytes.
 	ReaderFetchBytes int32
 	Logger           zerolog.Logger
 	// Registerer receives the engine's metrics (aep_delivery_*). Nil
