@@ -111,9 +111,8 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &streamState{tenant: requestTenant(r), mode: f.DeliveryMode(), from: f.FromCursor()}
-	stream, err := h.hub.Enter(st.tenant.String(), nil)
-	if err != nil {
-		refuseStream(w, err)
+	stream, ok := admit(w, h.hub, st.tenant)
+	if !ok {
 		return
 	}
 	defer stream.Leave()
@@ -243,6 +242,17 @@ func hubOf(h *transport.Hub) *transport.Hub {
 		return transport.NewHub(0)
 	}
 	return h
+}
+
+// admit admits a stream of tn through hub, or answers the refusal; the
+// caller Leaves the stream when it ends.
+func admit(w http.ResponseWriter, hub *transport.Hub, tn tenant.Tenant) (*transport.Stream, bool) {
+	stream, err := hub.Enter(tn.String(), nil)
+	if err != nil {
+		refuseStream(w, err)
+		return nil, false
+	}
+	return stream, true
 }
 
 // refuseStream answers a stream the Hub did not admit: 429 over the

@@ -33,9 +33,8 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
 		return
 	}
-	stream, err := h.hub.Enter(tn.String(), nil)
-	if err != nil {
-		refuseStream(w, err)
+	stream, ok := admit(w, h.hub, tn)
+	if !ok {
 		return
 	}
 	defer stream.Leave()

@@ -131,9 +131,8 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "no authenticated tenant", false, nil)
 		return
 	}
-	stream, err := h.hub.Enter(tn.String(), nil)
-	if err != nil {
-		refuseStream(w, err)
+	stream, ok := admit(w, h.hub, tn)
+	if !ok {
 		return
 	}
 	defer stream.Leave()

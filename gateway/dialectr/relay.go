@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -162,9 +163,16 @@ func New(cfg Config) (*Relay, error) {
 	return rl, nil
 }
 
-// enter admits a stream of tenant through the Hub.
-func (rl *Relay) enter(tenant string) (*transport.Stream, error) {
-	return rl.hub.Enter(tenant, nil)
+// admit admits a stream of the request's tenant through the Hub, or
+// answers the refusal; the caller Leaves the stream when it ends.
+func (rl *Relay) admit(w http.ResponseWriter, r *http.Request) (tenant.Tenant, *transport.Stream, bool) {
+	tn, _ := tenant.FromContext(r.Context())
+	stream, err := rl.hub.Enter(tn.String(), nil)
+	if err != nil {
+		refuseEntry(w, err)
+		return tn, nil, false
+	}
+	return tn, stream, true
 }
 
 // refuseEntry answers a stream the Hub did not admit.

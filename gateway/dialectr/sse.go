@@ -10,7 +10,6 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
-	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
@@ -32,10 +31,8 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "internal", "response writer cannot stream")
 		return
 	}
-	tn, _ := tenant.FromContext(r.Context())
-	stream, err := rl.enter(tn.String())
-	if err != nil {
-		refuseEntry(w, err)
+	tn, stream, ok := rl.admit(w, r)
+	if !ok {
 		return
 	}
 	defer stream.Leave()

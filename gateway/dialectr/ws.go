@@ -21,10 +21,8 @@ import (
 func (rl *Relay) Socket() http.Handler { return http.HandlerFunc(rl.serveWS) }
 
 func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
-	tn, _ := tenant.FromContext(r.Context())
-	stream, err := rl.enter(tn.String())
-	if err != nil {
-		refuseEntry(w, err)
+	tn, stream, ok := rl.admit(w, r)
+	if !ok {
 		return
 	}
 	defer stream.Leave()
