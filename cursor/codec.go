@@ -94,12 +94,8 @@ func (kr *Keyring) Encode(tenant string, c Cursor) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
 	}
-	body := kr.appendBody(make([]byte, 0, headerLen+16+len(c.Offsets)*6), tenant, c)
-	base := 1 + len(body) + macLen // version, body, MAC; plus the length itself
-	total := base + 1
-	for total != base+uvarintLen(uint64(total)) {
-		total = base + uvarintLen(uint64(total))
-	}
+	body := appendBody(make([]byte, 0, headerLen+16+len(c.Offsets)*6), kr.signID, tenantTag(tenant), &c)
+	total := frameLen(len(body))
 	buf := make([]byte, 0, total)
 	buf = append(buf, version1)
 	buf = binary.AppendUvarint(buf, uint64(total))
@@ -132,13 +128,25 @@ func (c Cursor) dense() bool {
 	return len(c.Offsets) == int(c.Partitions) // sorted, unique, in range: so 0..n-1
 }
 
-func (kr *Keyring) appendBody(buf []byte, tenant string, c Cursor) []byte {
+// frameLen is the length of a cursor whose body is bodyLen bytes long:
+// version, the total length itself as a varint, body and MAC.
+func frameLen(bodyLen int) int {
+	base := 1 + bodyLen + macLen
+	total := base + 1
+	for total != base+uvarintLen(uint64(total)) {
+		total = base + uvarintLen(uint64(total))
+	}
+	return total
+}
+
+// appendBody appends the signed body of c: key id, flags, tenant tag, topic
+// tag, partition count, sequence and offsets.
+func appendBody(buf []byte, keyID uint8, tt [tenantTagLen]byte, c *Cursor) []byte {
 	var flags byte
 	if c.dense() {
 		flags |= flagDense
 	}
-	tt := tenantTag(tenant)
-	buf = append(buf, kr.signID, flags)
+	buf = append(buf, keyID, flags)
 	buf = append(buf, tt[:]...)
 	buf = append(buf, c.Topic[:]...)
 	buf = binary.AppendUvarint(buf, uint64(c.Partitions))

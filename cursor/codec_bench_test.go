@@ -25,3 +25,32 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncoder is BenchmarkEncode's cursor through a per-stream Encoder:
+// append (what an SSE message needs) and a string (what a WebSocket
+// subscription keeps as its last cursor).
+func BenchmarkEncoder(b *testing.B) {
+	kr := testKeyring(b, 1)
+	c := Cursor{Partitions: 12, Sequence: 100_000, Offsets: []PartitionOffset{{7, 50_000_000}}}
+	e := kr.NewEncoder("acme")
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 128)
+		for i := 0; i < b.N; i++ {
+			c.Sequence++
+			var err error
+			if buf, err = e.Append(buf[:0], &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("string", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			c.Sequence++
+			if _, err := e.Encode(&c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

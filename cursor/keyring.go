@@ -77,15 +77,21 @@ func (kr *Keyring) mac(dst []byte, keyID uint8, tenant string, body []byte) ([]b
 	}
 	h := k.pool.Get().(hash.Hash)
 	h.Reset()
-	var lenBuf [binary.MaxVarintLen64]byte
-	h.Write([]byte(macDomain))
-	h.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(tenant)))])
-	h.Write([]byte(tenant))
+	var prefix [64]byte
+	h.Write(appendMACPrefix(prefix[:0], tenant))
 	h.Write(body)
 	var sum [sha256.Size]byte
 	out := h.Sum(sum[:0])
 	k.pool.Put(h)
 	return append(dst, out[:macLen]...), nil
+}
+
+// appendMACPrefix appends what a cursor MAC covers before the cursor's
+// bytes: the domain, then the tenant's length and name.
+func appendMACPrefix(dst []byte, tenant string) []byte {
+	dst = append(dst, macDomain...)
+	dst = binary.AppendUvarint(dst, uint64(len(tenant)))
+	return append(dst, tenant...)
 }
 
 // macDomain separates cursor MACs from anything else signed with the same

@@ -30,21 +30,23 @@ type entry struct {
 	f      *Filter
 	anchor anchor
 	fld    field
+	gone   atomic.Uint64 // generation of the first snapshot without it; 0 while filed
 }
 
 // dialectIndex is the part of a snapshot serving one dialect.
 type dialectIndex struct {
 	hash [numFields]postings
 	trie *tnode
-	sev  [len(severityLevels)][]*entry
-	cap  [len(captureLevels)][]*entry
-	all  []*entry
+	sev  [len(severityLevels)]list[*entry]
+	cap  [len(captureLevels)]list[*entry]
+	all  list[*entry]
 }
 
 // snapshot is one immutable version of the whole index.
 type snapshot struct {
-	d [3]*dialectIndex // by aep.Dialect; [DialectUnknown] stays nil
-	n int
+	d   [3]*dialectIndex // by aep.Dialect; [DialectUnknown] stays nil
+	n   int
+	gen uint64 // one more for each write
 }
 
 // Index holds the active subscriptions of a node and finds, for one event,
@@ -57,7 +59,10 @@ type snapshot struct {
 // one level list), and publish it atomically. A Match that started before
 // a write completes sees the old set; one that starts after sees the new.
 // The maps inside a snapshot are persistent hash tries (pmap), so a write
-// copies O(log n) small nodes, not the index.
+// copies O(log n) small nodes, not the index. Removal leaves a tombstone
+// in the lists (see list): no list is copied on every unsubscribe, and a
+// Match only looks at an entry's removal generation in a list that holds
+// tombstones.
 type Index struct {
 	mu   sync.Mutex // serializes writers
 	byID map[ID]*entry
@@ -84,7 +89,9 @@ func (x *Index) Add(id ID, f *Filter) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s := *x.snap.Load()
+	s.gen++
 	if old, ok := x.byID[id]; ok {
+		old.gone.Store(s.gen)
 		s.d[old.f.dialect] = unfile(s.d[old.f.dialect], old)
 		s.n--
 	}
@@ -111,6 +118,8 @@ func (x *Index) Remove(id ID) bool {
 	}
 	delete(x.byID, id)
 	s := *x.snap.Load()
+	s.gen++
+	e.gone.Store(s.gen)
 	s.d[e.f.dialect] = unfile(s.d[e.f.dialect], e)
 	s.n--
 	x.snap.Store(&s)
@@ -166,45 +175,50 @@ func file(old *dialectIndex, e *entry) *dialectIndex {
 	case anchorSev:
 		for r := range di.sev {
 			if f.sevMask&(1<<r) != 0 {
-				di.sev[r] = append(di.sev[r], e)
+				di.sev[r] = di.sev[r].with(e)
 			}
 		}
 	case anchorCap:
 		for r := range di.cap {
 			if f.capMask&(1<<r) != 0 {
-				di.cap[r] = append(di.cap[r], e)
+				di.cap[r] = di.cap[r].with(e)
 			}
 		}
 	case anchorAll:
-		di.all = append(di.all, e)
+		di.all = di.all.with(e)
 	}
 	return &di
 }
 
-// unfile returns a copy of di without e.
+// unfile returns a copy of di without e, which the caller has stamped as
+// gone: exactly the lists file put it in count one more tombstone.
 func unfile(old *dialectIndex, e *entry) *dialectIndex {
 	di := *old
 	f := e.f
 	switch e.anchor {
 	case anchorHash:
 		for _, v := range f.strs[0].set.vals {
-			di.hash[e.fld] = withoutEntry(di.hash[e.fld], v, e)
+			di.hash[e.fld] = withoutEntry(di.hash[e.fld], v)
 		}
 	case anchorTrie:
 		for i := range f.types {
 			p := &f.types[i]
-			di.trie = di.trie.without(p.segs, p.tail, e)
+			di.trie = di.trie.without(p.segs, p.tail)
 		}
 	case anchorSev:
 		for r := range di.sev {
-			di.sev[r] = removeEntry(di.sev[r], e)
+			if f.sevMask&(1<<r) != 0 {
+				di.sev[r] = di.sev[r].without()
+			}
 		}
 	case anchorCap:
 		for r := range di.cap {
-			di.cap[r] = removeEntry(di.cap[r], e)
+			if f.capMask&(1<<r) != 0 {
+				di.cap[r] = di.cap[r].without()
+			}
 		}
 	case anchorAll:
-		di.all = removeEntry(di.all, e)
+		di.all = di.all.without()
 	}
 	return &di
 }
@@ -213,18 +227,28 @@ func unfile(old *dialectIndex, e *entry) *dialectIndex {
 type matchCtx struct {
 	a   *aep.Attrs
 	dst []ID
+	gen uint64 // of the snapshot read
 }
 
-func (c *matchCtx) emit(list []*entry) {
-	for _, e := range list {
+// emit appends the entries of l that match. A list without tombstones
+// needs no look at removal generations: nothing in it was removed by this
+// snapshot's time.
+func (c *matchCtx) emit(l list[*entry]) {
+	for _, e := range l.items {
+		if l.dead != 0 && e.goneAt(c.gen) {
+			continue
+		}
 		if e.f.Match(c.a) {
 			c.dst = append(c.dst, e.id)
 		}
 	}
 }
 
-func (c *matchCtx) emitPostings(list []posting) {
-	for _, p := range list {
+func (c *matchCtx) emitPostings(l list[posting]) {
+	for _, p := range l.items {
+		if l.dead != 0 && p.e.goneAt(c.gen) {
+			continue
+		}
 		if p.e.f.firstTypeMatch(c.a.Type) == p.pat && p.e.f.Match(c.a) {
 			c.dst = append(c.dst, p.e.id)
 		}
@@ -243,7 +267,7 @@ func (x *Index) Match(a *aep.Attrs, dst []ID) []ID {
 		return dst
 	}
 	di := s.d[a.Dialect]
-	c := matchCtx{a: a, dst: dst}
+	c := matchCtx{a: a, dst: dst, gen: s.gen}
 	for fld := field(0); fld < numFields; fld++ {
 		if di.hash[fld].Len() != 0 {
 			if v := fld.get(a); v != "" {

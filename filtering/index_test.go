@@ -214,7 +214,7 @@ func TestIndexDifferential(t *testing.T) {
 				t.Errorf("dialect %d field %d: hashed map left behind", d, fld)
 			}
 		}
-		if di.trie != nil || len(di.all) != 0 {
+		if di.trie != nil || len(di.all.items) != 0 {
 			t.Errorf("dialect %d: trie or wildcard list left behind", d)
 		}
 	}

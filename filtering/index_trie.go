@@ -11,8 +11,8 @@ import (
 type tnode struct {
 	children pmap[*tnode]
 	star     *tnode
-	exact    []posting
-	tail     []posting
+	exact    list[posting]
+	tail     list[posting]
 }
 
 // posting is one pattern of one subscription: pat indexes the filter's
@@ -24,7 +24,7 @@ type posting struct {
 }
 
 func (n *tnode) empty() bool {
-	return n.children.Len() == 0 && n.star == nil && len(n.exact) == 0 && len(n.tail) == 0
+	return n.children.Len() == 0 && n.star == nil && len(n.exact.items) == 0 && len(n.tail.items) == 0
 }
 
 // with returns a copy of the trie rooted at n (nil: empty) with p added at
@@ -36,9 +36,9 @@ func (n *tnode) with(segs []string, tail bool, p posting) *tnode {
 	}
 	if len(segs) == 0 {
 		if tail {
-			c.tail = append(c.tail, p)
+			c.tail = c.tail.with(p)
 		} else {
-			c.exact = append(c.exact, p)
+			c.exact = c.exact.with(p)
 		}
 		return &c
 	}
@@ -51,23 +51,24 @@ func (n *tnode) with(segs []string, tail bool, p posting) *tnode {
 	return &c
 }
 
-// without returns a copy of the trie with every posting of e at segs
-// removed; nil when the trie becomes empty.
-func (n *tnode) without(segs []string, tail bool, e *entry) *tnode {
+// without returns a copy of the trie where one posting at segs, of an
+// entry the caller has stamped as gone, is removed; nil when the trie
+// becomes empty.
+func (n *tnode) without(segs []string, tail bool) *tnode {
 	if n == nil {
 		return nil
 	}
 	c := *n
 	switch {
 	case len(segs) == 0 && tail:
-		c.tail = removePosting(c.tail, e)
+		c.tail = c.tail.without()
 	case len(segs) == 0:
-		c.exact = removePosting(c.exact, e)
+		c.exact = c.exact.without()
 	case segs[0] == "*":
-		c.star = c.star.without(segs[1:], tail, e)
+		c.star = c.star.without(segs[1:], tail)
 	default:
 		child, _ := c.children.get(segs[0])
-		if child = child.without(segs[1:], tail, e); child == nil {
+		if child = child.without(segs[1:], tail); child == nil {
 			c.children = c.children.del(segs[0])
 		} else {
 			c.children = c.children.set(segs[0], child)
@@ -77,16 +78,6 @@ func (n *tnode) without(segs []string, tail bool, e *entry) *tnode {
 		return nil
 	}
 	return &c
-}
-
-func removePosting(list []posting, e *entry) []posting {
-	var out []posting
-	for _, p := range list {
-		if p.e != e {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // walk visits every pattern that matches the type t, whose segment starting

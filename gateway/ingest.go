@@ -134,24 +134,7 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		}
 		return err
 	}
-	recs := make([]*kgo.Record, 0, len(outs))
-	idx := make([]int, 0, len(outs))
-	for i := range outs {
-		o := &outs[i]
-		if o.parseErr != nil {
-			continue
-		}
-		// The value is copied: the request body buffer is not retained.
-		val := make([]byte, len(o.raw))
-		copy(val, o.raw)
-		recs = append(recs, &kgo.Record{
-			Topic:   info.Name,
-			Key:     []byte(in.keys.Key(&o.attrs)),
-			Value:   val,
-			Headers: partitioning.AppendHeaders(make([]kgo.RecordHeader, 0, 12), &o.attrs),
-		})
-		idx = append(idx, i)
-	}
+	recs, idx := in.records(info.Name, outs)
 	if len(recs) == 0 {
 		return nil
 	}
@@ -174,6 +157,44 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		}
 	}
 	return firstErr
+}
+
+// records builds the records of the events of outs that parsed, and the
+// index in outs of each. Records, values, keys and headers come from one
+// allocation each for the whole request, not several per event. Values and
+// keys are copied: the request body buffer is not retained.
+func (in *ingestor) records(topic string, outs []outcome) ([]*kgo.Record, []int) {
+	const hdrsPerEvent = 12
+	size := 0
+	for i := range outs {
+		if outs[i].parseErr == nil {
+			size += len(outs[i].raw)
+		}
+	}
+	slab := make([]kgo.Record, len(outs))
+	vals := make([]byte, 0, size)
+	keys := make([]byte, 0, 32*len(outs)) // never nil: an empty key stays empty, not null
+	hdrs := make([]kgo.RecordHeader, len(outs)*hdrsPerEvent)
+	recs := make([]*kgo.Record, 0, len(outs))
+	idx := make([]int, 0, len(outs))
+	for i := range outs {
+		o := &outs[i]
+		if o.parseErr != nil {
+			continue
+		}
+		vals = append(vals, o.raw...)
+		k := in.keys.Key(&o.attrs)
+		keys = append(keys, k...)
+		r := &slab[len(recs)]
+		r.Topic = topic
+		r.Key = keys[len(keys)-len(k) : len(keys) : len(keys)]
+		r.Value = vals[len(vals)-len(o.raw) : len(vals) : len(vals)]
+		h := hdrs[len(recs)*hdrsPerEvent : len(recs)*hdrsPerEvent : (len(recs)+1)*hdrsPerEvent]
+		r.Headers = partitioning.AppendHeaders(h, &o.attrs)
+		recs = append(recs, r)
+		idx = append(idx, i)
+	}
+	return recs, idx
 }
 
 // admit applies the tenant's rate limit to n events. It reports false after

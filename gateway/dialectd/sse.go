@@ -97,6 +97,7 @@ type streamState struct {
 	frontier []cursor.PartitionOffset // one per partition, sorted
 	from     string                   // the cursor resumed from, "" when live
 	gaps     []cursor.Gap
+	enc      *cursor.Encoder // signs this stream's cursors; made by the first cursorAt
 }
 
 func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -188,8 +189,13 @@ func (st *streamState) fullFrontier(given []cursor.PartitionOffset) []cursor.Par
 }
 
 // cursorAt encodes the stream's position after the delivery with seq.
+// The stream's Encoder reuses its HMAC state and buffers: the string is the
+// one allocation.
 func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) {
-	return kr.Encode(st.tenant.String(), cursor.Cursor{
+	if st.enc == nil {
+		st.enc = kr.NewEncoder(st.tenant.String())
+	}
+	return st.enc.Encode(&cursor.Cursor{
 		Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier,
 	})
 }
