@@ -1,15 +1,12 @@
 package dialectr_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/coder/websocket"
 
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
@@ -31,7 +28,8 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("SSE without a token: %d", resp.StatusCode)
 	}
-	if _, _, err := websocket.Dial(context.Background(), strings.Replace(e.url, "http", "ws", 1)+"/socket", nil); err == nil {
+	if c, _, err := gatewaytest.TryDialWS(gatewaytest.WSURL(e.url, "/socket"), gatewaytest.WSOptions{}); err == nil {
+		_ = c.CloseNow()
 		t.Fatal("WS without a token was accepted")
 	}
 
