@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // What a browser does, through the binary: a page of an allowed origin
@@ -58,51 +58,37 @@ func TestBrowserOriginsAndWebSocketRateLimit(t *testing.T) {
 		t.Fatalf("SSE from %s: %d", foreign, resp.StatusCode)
 	}
 
-	wsURL := "ws" + strings.TrimPrefix(g.URL, "http") + "/aep"
-	dial := func(origin string) (*websocket.Conn, *http.Response, error) {
-		return websocket.Dial(ctx, wsURL, &websocket.DialOptions{Subprotocols: []string{"aep-0.1"},
-			HTTPHeader: http.Header{"Origin": []string{origin}}})
+	wsURL := gatewaytest.WSURL(g.URL, "/aep")
+	originOf := func(origin string) gatewaytest.WSOptions {
+		return gatewaytest.WSOptions{Subprotocols: []string{gatewaytest.SubprotocolD}, Header: http.Header{"Origin": []string{origin}}}
 	}
-	if c, resp, err := dial(foreign); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+	if c, resp, err := gatewaytest.TryDialWS(wsURL, originOf(foreign)); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		if c != nil {
 			c.CloseNow()
 		}
 		t.Fatalf("WebSocket from %s: %v %v", foreign, resp, err)
 	}
-	c, _, err := dial(allowed)
-	if err != nil {
-		t.Fatalf("WebSocket from %s: %v", allowed, err)
-	}
-	defer c.CloseNow()
-	if err := c.Write(ctx, websocket.MessageText, []byte(wsEnvelope("evt_open", "session.opened", `{"session_id":"sess_b","version":"0.1"}`))); err != nil {
-		t.Fatal(err)
-	}
-	if typ, m := wsNext(ctx, t, c); typ != "session.ready" {
-		t.Fatalf("after session.opened: %v", m)
-	}
+	w := gatewaytest.DialWSD(t, wsURL, originOf(allowed))
 
 	// 10 events at once against a burst of 3 and 1 event/s.
 	const sent = 10
 	for i := range sent {
-		if err := c.Write(ctx, websocket.MessageText, []byte(dEvent(i, "sess_b"))); err != nil {
-			t.Fatal(err)
-		}
+		w.Send(dEvent(i, "sess_b"))
 	}
 	acked, limited := 0, 0
 	for range sent {
-		typ, m := wsNext(ctx, t, c)
-		switch typ {
+		m := w.Next()
+		switch m.Type {
 		case "event.acknowledged":
 			acked++
 		case "event.rejected":
-			p, _ := m["payload"].(map[string]any)
-			e, _ := p["error"].(map[string]any)
+			e, _ := m.Payload["error"].(map[string]any)
 			if e["code"] != "protocol_error" || e["retryable"] != true || !strings.Contains(fmt.Sprint(e["message"]), "rate limit") {
-				t.Fatalf("rejected event: %v", m)
+				t.Fatalf("rejected event: %s", m.Raw)
 			}
 			limited++
 		default:
-			t.Fatalf("unexpected frame: %v", m)
+			t.Fatalf("unexpected frame: %s", m.Raw)
 		}
 	}
 	t.Logf("WebSocket publishing, %d events at once, burst 3, 1/s: %d acknowledged, %d rate-limited", sent, acked, limited)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/coder/websocket"
 )
 
@@ -136,29 +137,13 @@ func TestSessionOnlySubscriptionRefusedThroughTheBinary(t *testing.T) {
 	resp.Body.Close()
 	refused("durable API", resp.StatusCode, http.StatusBadRequest, body)
 
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/aep", &websocket.DialOptions{Subprotocols: []string{"aep-0.1"}})
-	if err != nil {
-		t.Fatal(err)
+	w := gatewaytest.DialWSD(t, gatewaytest.WSURL(g.URL, "/aep"), gatewaytest.WSOptions{})
+	m := w.Subscribe("evt_sub", `{"session_id":"sess_01"}`)
+	if m.Type != "subscription.rejected" {
+		t.Errorf("WebSocket: %s, want subscription.rejected", m.Raw)
 	}
-	defer c.CloseNow()
-	for _, frame := range []string{
-		wsEnvelope("evt_open", "session.opened", `{"session_id":"sess_ws","version":"0.1"}`),
-		wsEnvelope("evt_sub", "subscription.requested", `{"session_id":"sess_01"}`),
-	} {
-		if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if typ, m := wsNext(ctx, t, c); typ != "session.ready" {
-		t.Fatalf("after session.opened: %v", m)
-	}
-	typ, m := wsNext(ctx, t, c)
-	frame, _ := json.Marshal(m)
-	if typ != "subscription.rejected" {
-		t.Errorf("WebSocket: %s, want subscription.rejected", frame)
-	}
-	refused("WebSocket", http.StatusOK, http.StatusOK, frame)
-	_ = c.Close(websocket.StatusNormalClosure, "")
+	refused("WebSocket", http.StatusOK, http.StatusOK, m.Raw)
+	_ = w.C.Close(websocket.StatusNormalClosure, "")
 	g.stop()
 }
 
@@ -215,32 +200,14 @@ func TestValidatePayloadsThroughTheBinary(t *testing.T) {
 		t.Errorf("%d single-event cases, %d refused on a data field; want 25 and 8", single, onData)
 	}
 	// The same on the /socket emitter path: an in-band error naming the event.
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/socket", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ev struct{ ID string }
 	_ = json.Unmarshal([]byte(payloadCase), &ev)
-	for _, frame := range []string{`{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"it"}}`, payloadCase} {
-		if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
-			t.Fatal(err)
-		}
+	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(g.URL, "/socket"), `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"it"}}`, gatewaytest.WSOptions{})
+	w.Send(payloadCase)
+	if f := w.Next(); f.Str("type") != "error" || f.Str("code") != "invalid-event" || f.Str("event") != ev.ID {
+		t.Errorf("socket emitter: hello then %v, want invalid-event for %s", f, ev.ID)
 	}
-	var frames []map[string]any
-	for len(frames) < 2 {
-		_, data, err := c.Read(ctx)
-		if err != nil {
-			t.Fatalf("socket: %v", err)
-		}
-		var m map[string]any
-		if json.Unmarshal(data, &m) == nil && m["type"] != "ping" {
-			frames = append(frames, m)
-		}
-	}
-	if frames[0]["type"] != "hello" || frames[1]["type"] != "error" || frames[1]["code"] != "invalid-event" || frames[1]["event"] != ev.ID {
-		t.Errorf("socket emitter: %v, want hello then invalid-event for %s", frames, ev.ID)
-	}
-	_ = c.Close(websocket.StatusNormalClosure, "")
+	_ = w.C.Close(websocket.StatusNormalClosure, "")
 	g.stop()
 
 	plain := startGateway(t, args...)

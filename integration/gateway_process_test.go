@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 var (
@@ -149,19 +151,17 @@ func startGatewayUnder(t *testing.T, wrapper []string, args ...string) *gatewayP
 // waitReady polls /readyz until the broker answers.
 func (g *gatewayProc) waitReady() {
 	g.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(g.URL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+	var err error
+	ready := gatewaytest.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(g.URL + "/readyz"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("gateway never became ready: %v\n%s", err, g.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if !ready {
+		g.t.Fatalf("gateway never became ready: %v\n%s", err, g.logs.String())
 	}
 }
 

@@ -2,14 +2,13 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -131,45 +130,14 @@ func TestSocketRInBandErrorKeepsOtherSubscription(t *testing.T) {
 	g := startGateway(t, rArgs(t)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(g.URL, "http")+"/socket", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	send := func(s string) {
-		if err := c.Write(ctx, websocket.MessageText, []byte(s)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	next := func() map[string]any {
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				t.Fatalf("read: %v", err)
-			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatalf("frame %s: %v", b, err)
-			}
-			if m["type"] != "ping" {
-				return m
-			}
-		}
-	}
-	send(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"it"}}`)
-	if m := next(); m["type"] != "hello" {
-		t.Fatalf("hello: %v", m)
-	}
-	send(`{"type":"subscribe","id":"good","filter":{"session":"s_ws"}}`)
-	if m := next(); m["type"] != "subscribed" || m["id"] != "good" {
-		t.Fatalf("subscribe good: %v", m)
-	}
-	send(`{"type":"subscribe","id":"bad","filter":{"type":["tool.*.progress"]}}`)
-	if m := next(); m["type"] != "error" || m["id"] != "bad" || m["code"] != "invalid-filter" {
+	w := gatewaytest.DialWSR(t, gatewaytest.WSURL(g.URL, "/socket"), `{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"it"}}`, gatewaytest.WSOptions{})
+	w.Subscribe("good", `"filter":{"session":"s_ws"}`)
+	w.Send(`{"type":"subscribe","id":"bad","filter":{"type":["tool.*.progress"]}}`)
+	if m := w.Next(); m.Str("type") != "error" || m.Str("id") != "bad" || m.Str("code") != "invalid-filter" {
 		t.Fatalf("subscribe bad: %v", m)
 	}
 	postR(ctx, t, g, rEventE("s_ws", 0, 0), rEventE("s_other", 0, 0))
-	m := next()
+	m := w.Next()
 	if m["session"] != "s_ws" || m["aep"] != "0.1" {
 		t.Fatalf("the good subscription after the in-band error: %v", m)
 	}

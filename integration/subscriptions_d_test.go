@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -103,16 +104,11 @@ func TestSubscriptionsDThroughTheBinary(t *testing.T) {
 		t.Fatalf("state with the stream open: %s", body)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	if !gatewaytest.Eventually(40*time.Second, 100*time.Millisecond, func() bool {
 		_, body = do(http.MethodGet, "/aep/subscriptions/"+created.ID, "")
-		if json.Unmarshal(body, &state) == nil && !state.Streaming {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the first stream was never released: %s", body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return json.Unmarshal(body, &state) == nil && !state.Streaming
+	}) {
+		t.Fatalf("the first stream was never released: %s", body)
 	}
 
 	resp = open()
@@ -130,16 +126,11 @@ func TestSubscriptionsDThroughTheBinary(t *testing.T) {
 			t.Fatalf("ack %s: %d %s", d.ID, code, body)
 		}
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	if !gatewaytest.Eventually(20*time.Second, 100*time.Millisecond, func() bool {
 		_, body = do(http.MethodGet, "/aep/subscriptions/"+created.ID, "")
-		if json.Unmarshal(body, &state) == nil && state.Lag == 0 && state.PendingAcks == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never fully committed: %s", body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return json.Unmarshal(body, &state) == nil && state.Lag == 0 && state.PendingAcks == 0
+	}) {
+		t.Fatalf("never fully committed: %s", body)
 	}
 	offs, err := b.Admin(t).FetchOffsets(ctx, "aep.default.sub."+created.ID)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // subState is "aepctl subscriptions get -o json".
@@ -22,17 +24,14 @@ func subState(t *testing.T, id string) Subscription {
 // commits acknowledged offsets every second and when the stream ends).
 func waitLag(t *testing.T, id string, want int64) Subscription {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s := subState(t, id)
-		if s.Lag != nil && *s.Lag == want {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag of %s stayed %+v, want %d", id, s, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var s Subscription
+	if !gatewaytest.Eventually(20*time.Second, 100*time.Millisecond, func() bool {
+		s = subState(t, id)
+		return s.Lag != nil && *s.Lag == want
+	}) {
+		t.Fatalf("lag of %s stayed %+v, want %d", id, s, want)
 	}
+	return s
 }
 
 func publishD(t *testing.T, prefix, typ string, n int) []string {
@@ -119,10 +118,7 @@ func TestAckAndRejectCommands(t *testing.T) {
 	}
 
 	c := startRun(t, "consume", "--subscription", id, "-o", "ndjson") // no --ack; stopped below
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(c.out.String(), "\n") < 4 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewaytest.Eventually(20*time.Second, 20*time.Millisecond, func() bool { return strings.Count(c.out.String(), "\n") >= 4 })
 	got := runOK(t, "", "ack", "--subscription", id, ids[0], ids[1], ids[2])
 	if strings.Count(got, "applied") != 3 {
 		t.Errorf("ack printed:\n%s", got)
@@ -137,15 +133,12 @@ func TestAckAndRejectCommands(t *testing.T) {
 	}
 	// The rejection is settled once its dead letter is written; the open
 	// stream shows it.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		s := subState(t, id)
-		if s.Streaming && s.PendingAcks == 0 && s.DeadLettered == 1 && s.Acked == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream state after ack and reject: %+v", s)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var s Subscription
+	if !gatewaytest.Eventually(20*time.Second, 50*time.Millisecond, func() bool {
+		s = subState(t, id)
+		return s.Streaming && s.PendingAcks == 0 && s.DeadLettered == 1 && s.Acked == 3
+	}) {
+		t.Fatalf("stream state after ack and reject: %+v", s)
 	}
 	c.cancel() // Ctrl-C
 	if code := c.wait(); code != exitOK {

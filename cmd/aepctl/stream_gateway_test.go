@@ -72,16 +72,18 @@ func startRun(t *testing.T, args ...string) *bgRun {
 // waitStderr waits until stderr holds s.
 func (r *bgRun) waitStderr(s string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(r.err.String(), s) {
+	if !gatewaytest.Eventually(30*time.Second, 20*time.Millisecond, func() bool {
+		if strings.Contains(r.err.String(), s) {
+			return true
+		}
 		select {
 		case <-r.done:
 			r.t.Fatalf("command ended (exit %d) before %q; stderr:\n%s", r.code, s, r.err.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("no %q on stderr in 30s:\n%s", s, r.err.String())
-		}
+		return false
+	}) {
+		r.t.Fatalf("no %q on stderr in 30s:\n%s", s, r.err.String())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -242,10 +243,8 @@ func TestTailReconnects(t *testing.T) {
 				"--count", "2", "--timeout", "30s", "-o", "ndjson"}, filter...)...)
 			tail.waitStderr("open on")
 			runOK(t, lines[0]+"\n", "publish")
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(tail.out.String(), ids[0]); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("first event not printed:\n%s", tail.err.String())
-				}
+			if !gatewaytest.Eventually(20*time.Second, 10*time.Millisecond, func() bool { return strings.Contains(tail.out.String(), ids[0]) }) {
+				t.Fatalf("first event not printed:\n%s", tail.err.String())
 			}
 			proxy.cut()
 			tail.waitStderr("reconnecting")

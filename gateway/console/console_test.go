@@ -455,24 +455,18 @@ func TestConsolePageAgainstGateway(t *testing.T) {
 // them, closes the stream and waits until the gateway reports lag 0.
 func ackAll(t *testing.T, base, key, id string, n int) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/aep/subscriptions/"+id+"/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := gatewaytest.MustOpenSSE(t, base+"/aep/subscriptions/"+id+"/stream", gatewaytest.SSEOptions{Header: http.Header{"Authorization": {"Bearer " + key}}})
 	var acks []string
-	sc := bufio.NewScanner(resp.Body)
-	for len(acks) < n && sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+	for len(acks) < n {
+		if m := s.Next(); m.HasData {
 			var ev struct {
 				ID string `json:"id"`
 			}
-			_ = json.Unmarshal([]byte(data), &ev)
+			_ = json.Unmarshal([]byte(m.Data), &ev)
 			acks = append(acks, fmt.Sprintf(`{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, ev.ID))
 		}
 	}
-	req, _ = http.NewRequest(http.MethodPost, base+"/aep/subscriptions/"+id+"/acks", strings.NewReader("["+strings.Join(acks, ",")+"]"))
+	req, _ := http.NewRequest(http.MethodPost, base+"/aep/subscriptions/"+id+"/acks", strings.NewReader("["+strings.Join(acks, ",")+"]"))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	ar, err := http.DefaultClient.Do(req)
@@ -484,8 +478,9 @@ func ackAll(t *testing.T, base, key, id string, n int) {
 	if strings.Count(string(b), `"applied"`) != n {
 		t.Fatalf("acks: %d %s", ar.StatusCode, b)
 	}
-	resp.Body.Close() // the stream's end commits what was acknowledged
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	s.Close() // the stream's end commits what was acknowledged
+	var lag int64
+	if !gatewaytest.Eventually(20*time.Second, 50*time.Millisecond, func() bool {
 		req, _ := http.NewRequest(http.MethodGet, base+"/aep/subscriptions/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		r, err := http.DefaultClient.Do(req)
@@ -498,11 +493,9 @@ func ackAll(t *testing.T, base, key, id string, n int) {
 		}
 		_ = json.NewDecoder(r.Body).Decode(&st)
 		r.Body.Close()
-		if st.Lag == 0 && !st.Streaming {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag stayed %d", st.Lag)
-		}
+		lag = st.Lag
+		return st.Lag == 0 && !st.Streaming
+	}) {
+		t.Fatalf("lag stayed %d", lag)
 	}
 }

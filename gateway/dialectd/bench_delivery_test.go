@@ -47,9 +47,9 @@ type bdRig struct {
 // bdRigConfig shapes a rig; zero fields mean the defaults below.
 type bdRigConfig struct {
 	SSE        SSEConfig
-	Partitions int32              // default 3
-	Accepted   func(*net.TCPConn) // applied to each accepted server connection
-	Queue      int                // engine.Engine engine.Config.Queue
+	Partitions int32                           // default 3
+	Listener   func(net.Listener) net.Listener // wraps the server's listener (gatewaytest.SmallSockets)
+	Queue      int                             // engine.Engine engine.Config.Queue
 }
 
 func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
@@ -72,8 +72,8 @@ func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
 	mux.Handle("GET /aep/events", gatewaytest.WithTenant(tn.String(), NewSSEHandler(eng, kr, cfg.SSE)))
 	mux.Handle("/", srv.Handler())
 	hs := httptest.NewUnstartedServer(mux)
-	if cfg.Accepted != nil {
-		hs.Listener = bdListener{Listener: hs.Listener, accepted: cfg.Accepted}
+	if cfg.Listener != nil {
+		hs.Listener = cfg.Listener(hs.Listener)
 	}
 	hs.Start()
 	tb.Cleanup(func() {
@@ -82,20 +82,6 @@ func newBDRig(tb testing.TB, cfg bdRigConfig) *bdRig {
 		eng.Close()
 	})
 	return &bdRig{tb: tb, url: hs.URL, seeds: seeds, prod: cl, eng: eng, topic: naming.Events(tn.String()), tenant: tn}
-}
-
-// bdListener lets a test shape each accepted socket (its send buffer).
-type bdListener struct {
-	net.Listener
-	accepted func(*net.TCPConn)
-}
-
-func (l bdListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok && err == nil {
-		l.accepted(tc)
-	}
-	return c, err
 }
 
 // bdValue is a ~300-byte dialect D event whose id carries n.
@@ -137,18 +123,11 @@ func bdClient(conns int) *http.Client {
 }
 
 // openSSE opens GET /aep/events?query and returns the response once the
-// ": stream open" comment was read (the subscription is registered then).
+// ": stream open" comment was read (the subscription is registered then),
+// with the reader the benchmark counts raw lines from.
 func (r *bdRig) openSSE(cl *http.Client, query string) (*http.Response, *bufio.Reader) {
 	r.tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, r.url+"/aep/events?"+query, nil)
-	if err != nil {
-		r.tb.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := cl.Do(req)
-	if err != nil {
-		r.tb.Fatal(err)
-	}
+	resp := gatewaytest.RequestSSE(r.tb, r.url+"/aep/events?"+query, gatewaytest.SSEOptions{Client: cl})
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -163,17 +142,11 @@ func (r *bdRig) openSSE(cl *http.Client, query string) (*http.Response, *bufio.R
 	return resp, br
 }
 
-// bdWait polls cond, failing after a generous bound (a hang, not a timing
-// assertion).
+// bdWait polls cond finely (the wait is inside the timed loop), failing
+// after a generous bound (a hang, not a timing assertion).
 func bdWait(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
+	gatewaytest.PollEvery(tb, time.Minute, 50*time.Microsecond, what, cond)
 }
 
 // BenchmarkDeliveryFanout: delivered events per second to 1, 100 and 1000

@@ -5,17 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // Slow consumers over real sockets: an SSE client that stops reading fills
@@ -35,52 +34,30 @@ const (
 	scMinMessage  = 400 // bytes of the smallest SSE message of these events
 )
 
-// scSockets keeps the test's sockets (both ends) to give them normal
-// buffers again when the client resumes: with 4 KiB buffers a resumed
-// stream crawls (delayed ACKs on a tiny window), which only slows the test.
-type scSockets struct {
-	mu    sync.Mutex
-	conns []*net.TCPConn
-}
-
-func (s *scSockets) add(c *net.TCPConn, small func(*net.TCPConn)) {
-	small(c)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.conns = append(s.conns, c)
-}
-
-func (s *scSockets) grow() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
-		_ = c.SetReadBuffer(1 << 20)
-		_ = c.SetWriteBuffer(1 << 20)
+// newSCRig serves a rig whose sockets accepted from socks's clients have
+// small send buffers; socks.Grow gives both ends normal buffers again when
+// the client resumes: with 4 KiB buffers a resumed stream crawls (delayed
+// ACKs on a tiny window), which only slows the test.
+func newSCRig(t *testing.T, socks *gatewaytest.SmallSockets) *bdRig {
+	t.Helper()
+	if !gatewaytest.SmallSocketsSupported() {
+		t.Skipf("%v is not a loopback address here", gatewaytest.SmallSocketsIP)
 	}
-}
-
-func newSCRig(t *testing.T, socks *scSockets) *bdRig {
 	return newBDRig(t, bdRigConfig{
-		SSE: SSEConfig{Queue: scQueue, Batch: scBatch, WriteTimeout: time.Minute},
-		Accepted: func(c *net.TCPConn) {
-			socks.add(c, func(c *net.TCPConn) { _ = c.SetWriteBuffer(4096) })
-		},
+		SSE:      SSEConfig{Queue: scQueue, Batch: scBatch, WriteTimeout: time.Minute},
+		Listener: socks.Listener,
 	})
 }
 
-// scClient is an HTTP/1.1 client whose sockets have a small receive buffer.
-func scClient(socks *scSockets) *http.Client {
-	d := &net.Dialer{}
-	return &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if tc, ok := c.(*net.TCPConn); ok && err == nil {
-				socks.add(tc, func(c *net.TCPConn) { _ = c.SetReadBuffer(4096) })
-			}
-			return c, err
-		},
-		DisableCompression: true,
-	}}
+// scStream reads the rest of a stream opened by openSSE (br first) once
+// the client resumes, with room for every message: the reader never blocks.
+func scStream(t *testing.T, resp *http.Response, br *bufio.Reader) *gatewaytest.SSEStream {
+	rest := *resp
+	rest.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, resp.Body}
+	return gatewaytest.NewSSEStream(t, &rest, scCount+8)
 }
 
 // onlySub is the tail's one joined subscription (the SSE stream's).
@@ -133,51 +110,23 @@ type scMsg struct {
 	seq   uint64
 }
 
-// scRead parses the stream's messages into out until the body ends.
-func scRead(br *bufio.Reader, out chan<- scMsg) {
-	defer close(out)
-	var m scMsg
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		switch {
-		case line == "\n":
-			if m.event != "" {
-				out <- m
-			}
-			m = scMsg{}
-		case strings.HasPrefix(line, "event: "):
-			m.event = strings.TrimSpace(line[7:])
-		case strings.HasPrefix(line, "data: "):
-			var d struct {
-				Delivery struct {
-					Sequence uint64 `json:"sequence"`
-				} `json:"delivery"`
-			}
-			if json.Unmarshal([]byte(line[6:]), &d) != nil {
-				m.index = -2 // not JSON: fails the caller's checks
-				continue
-			}
-			m.seq = d.Delivery.Sequence
-			m.index = bdIndex([]byte(line), "slow")
-		}
+// scNext reads the next event of s, skipping comments.
+func scNext(s *gatewaytest.SSEStream) scMsg {
+	ms := s.Until("an event", func(m gatewaytest.SSEMessage) bool { return m.Event != "" })
+	m := ms[len(ms)-1]
+	out := scMsg{event: m.Event}
+	var d struct {
+		Delivery struct {
+			Sequence uint64 `json:"sequence"`
+		} `json:"delivery"`
 	}
-}
-
-func scNext(t *testing.T, msgs <-chan scMsg) scMsg {
-	t.Helper()
-	select {
-	case m, ok := <-msgs:
-		if !ok {
-			t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		t.Fatal("no message within 30s")
+	if json.Unmarshal([]byte(m.Data), &d) != nil {
+		out.index = -2 // not JSON: fails the caller's checks
+		return out
 	}
-	return scMsg{}
+	out.seq = d.Delivery.Sequence
+	out.index = bdIndex([]byte(m.Data), "slow")
+	return out
 }
 
 // TestSlowBestEffortSSEIsBoundedAndShowsGap: a best_effort stream whose
@@ -187,9 +136,9 @@ func scNext(t *testing.T, msgs <-chan scMsg) scMsg {
 // gets what was held, then the next event with a sequence that jumps over
 // the drops: delivered + dropped = produced, exactly.
 func TestSlowBestEffortSSEIsBoundedAndShowsGap(t *testing.T) {
-	socks := &scSockets{}
+	socks := &gatewaytest.SmallSockets{}
 	r := newSCRig(t, socks)
-	resp, br := r.openSSE(scClient(socks), "types=task.*")
+	resp, br := r.openSSE(socks.Client(), "types=task.*")
 	defer resp.Body.Close()
 	sub := r.onlySub(t)
 
@@ -204,18 +153,15 @@ func TestSlowBestEffortSSEIsBoundedAndShowsGap(t *testing.T) {
 		t.Fatalf("the gateway holds %d events for a stalled client, bound %d", held, bound)
 	}
 
-	socks.grow()
-	msgs := make(chan scMsg, scCount+8) // room for every message: the reader never blocks
-	var wg sync.WaitGroup
-	wg.Go(func() { scRead(br, msgs) })
-	defer func() { resp.Body.Close(); wg.Wait() }()
+	socks.Grow()
+	s := scStream(t, resp, br)
 	bdWait(t, "the queue to drain", func() bool { return len(sub.C()) == 0 })
 	r.produceKeyed(t, scCount, 1)
 
 	var got, gaps int
 	var last uint64
 	for {
-		m := scNext(t, msgs)
+		m := scNext(s)
 		if m.event != "task.progress" || m.index < 0 || m.seq <= last {
 			t.Fatalf("message %+v after sequence %d", m, last)
 		}
@@ -246,9 +192,9 @@ func TestSlowBestEffortSSEIsBoundedAndShowsGap(t *testing.T) {
 // once, in order per key, with contiguous sequences and no event.replayed
 // (nothing was lost, so there is nothing to tell), then live events again.
 func TestSlowReplayableSSECatchesUpExactlyOnce(t *testing.T) {
-	socks := &scSockets{}
+	socks := &gatewaytest.SmallSockets{}
 	r := newSCRig(t, socks)
-	resp, br := r.openSSE(scClient(socks), "types=task.*&delivery_mode=replayable")
+	resp, br := r.openSSE(socks.Client(), "types=task.*&delivery_mode=replayable")
 	defer resp.Body.Close()
 	sub := r.onlySub(t)
 
@@ -263,15 +209,12 @@ func TestSlowReplayableSSECatchesUpExactlyOnce(t *testing.T) {
 	}
 	t.Logf("stalled: %d produced, %d fallbacks, queue %d/%d", scCount, sub.Fallbacks(), len(sub.C()), cap(sub.C()))
 
-	socks.grow()
-	msgs := make(chan scMsg, scCount+8) // room for every message: the reader never blocks
-	var wg sync.WaitGroup
-	wg.Go(func() { scRead(br, msgs) })
-	defer func() { resp.Body.Close(); wg.Wait() }()
+	socks.Grow()
+	s := scStream(t, resp, br)
 	seen := make([]bool, scCount+1)
 	lastOfKey := [3]int{-1, -1, -1}
 	for seq := uint64(1); seq <= scCount; seq++ {
-		m := scNext(t, msgs)
+		m := scNext(s)
 		if m.event != "task.progress" || m.index < 0 || m.index >= scCount || m.seq != seq {
 			t.Fatalf("message %+v, want sequence %d", m, seq)
 		}
@@ -287,27 +230,8 @@ func TestSlowReplayableSSECatchesUpExactlyOnce(t *testing.T) {
 	}
 	// Every event arrived once; the next one is live, right after them.
 	r.produceKeyed(t, scCount, 1)
-	if m := scNext(t, msgs); m.index != scCount || m.seq != scCount+1 {
+	if m := scNext(s); m.index != scCount || m.seq != scCount+1 {
 		t.Fatalf("after the catch-up: %+v, want event %d with sequence %d", m, scCount, scCount+1)
 	}
 	bdWait(t, "the subscription to rejoin the tail", func() bool { return r.joined(t, sub) })
-}
-
-// TestSlowConsumerHelpers checks the SSE parser of these tests on a
-// hand-written stream, so a parser that saw nothing cannot pass them.
-func TestSlowConsumerHelpers(t *testing.T) {
-	stream := ": stream open\n\nid: c1\nevent: task.progress\ndata: {\"id\":\"evt_slow_00000007\",\"delivery\":{\"mode\":\"best_effort\",\"sequence\":9,\"cursor\":\"c1\"}}\n\n" +
-		"id: c2\nevent: event.replayed\ndata: {\"id\":\"evt_X\"}\n\n"
-	msgs := make(chan scMsg, 4)
-	var wg sync.WaitGroup
-	wg.Go(func() { scRead(bufio.NewReader(strings.NewReader(stream)), msgs) })
-	wg.Wait()
-	var got []scMsg
-	for m := range msgs {
-		got = append(got, m)
-	}
-	want := []scMsg{{event: "task.progress", index: 7, seq: 9}, {event: "event.replayed", index: -1}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("parsed %+v, want %+v", got, want)
-	}
 }

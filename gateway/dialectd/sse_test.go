@@ -1,10 +1,10 @@
 package dialectd_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,90 +70,40 @@ func (e *sseEnv) ingest(events ...string) {
 	}
 }
 
-type sseMsg struct {
-	id, event, data, comment string
-}
-
+// sseStream is a dialect D event stream; next skips heartbeats.
 type sseStream struct {
-	t    *testing.T
-	resp *http.Response
-	msgs chan sseMsg
-	done chan struct{}
+	*gatewaytest.SSEStream
+	t *testing.T
 }
 
 // open starts a stream; it returns the response for a non-200 status.
 func (e *sseEnv) open(query string, hdr map[string]string) (*sseStream, *http.Response) {
 	e.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.url+"/aep/events?"+query, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
+	h := http.Header{}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
+	return e.openURL(e.url+"/aep/events?"+query, h)
+}
+
+// openURL opens a stream at u and reads its stream-open comment; it
+// returns the response for a non-200 status.
+func (e *sseEnv) openURL(u string, h http.Header) (*sseStream, *http.Response) {
+	e.t.Helper()
+	gs, resp := gatewaytest.OpenSSE(e.t, u, gatewaytest.SSEOptions{Header: h, Buffer: 1024})
+	if gs == nil {
 		return nil, resp
 	}
-	s := &sseStream{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), done: make(chan struct{})}
-	go s.read()
-	e.t.Cleanup(s.close)
-	if m := s.next(); m.comment != "stream open" {
+	s := &sseStream{gs, e.t}
+	if m := s.next(); m.Comment() != "stream open" {
 		e.t.Fatalf("first message %+v", m)
 	}
 	return s, resp
 }
 
-func (s *sseStream) read() {
-	defer close(s.done)
-	defer close(s.msgs)
-	sc := bufio.NewScanner(s.resp.Body)
-	sc.Buffer(nil, 1<<20)
-	var m sseMsg
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			s.msgs <- m
-			m = sseMsg{}
-		case strings.HasPrefix(line, ": "):
-			m.comment = line[2:]
-		case strings.HasPrefix(line, "id: "):
-			m.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			m.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			m.data += line[6:]
-		}
-	}
-}
-
-func (s *sseStream) close() {
-	s.resp.Body.Close()
-	<-s.done
-}
-
 // next returns the next message, skipping heartbeats.
-func (s *sseStream) next() sseMsg {
-	s.t.Helper()
-	for {
-		select {
-		case m, ok := <-s.msgs:
-			if !ok {
-				s.t.Fatal("stream ended")
-			}
-			if m.comment == "heartbeat" {
-				continue
-			}
-			return m
-		case <-time.After(10 * time.Second):
-			s.t.Fatal("no SSE message within 10s")
-		}
-	}
+func (s *sseStream) next() gatewaytest.SSEMessage {
+	return s.NextSkipping("heartbeat")
 }
 
 type delivered struct {
@@ -176,17 +126,18 @@ type delivered struct {
 // event reads the next message as an event and checks the SSE framing
 // against the data.
 func (s *sseStream) event() delivered {
-	s.t.Helper()
+	tb := s.t
+	tb.Helper()
 	m := s.next()
 	var d delivered
-	if err := json.Unmarshal([]byte(m.data), &d); err != nil {
-		s.t.Fatalf("data is not JSON: %v: %q", err, m.data)
+	if err := json.Unmarshal([]byte(m.Data), &d); err != nil {
+		tb.Fatalf("data is not JSON: %v: %q", err, m.Data)
 	}
-	if m.event != d.Type {
-		s.t.Fatalf("event: %q but type %q", m.event, d.Type)
+	if m.Event != d.Type {
+		tb.Fatalf("event: %q but type %q", m.Event, d.Type)
 	}
-	if d.Type != "event.replayed" && m.id != d.Delivery.Cursor {
-		s.t.Fatalf("id %q differs from dialectd.cursor %q", m.id, d.Delivery.Cursor)
+	if d.Type != "event.replayed" && m.ID != d.Delivery.Cursor {
+		tb.Fatalf("id %q differs from dialectd.cursor %q", m.ID, d.Delivery.Cursor)
 	}
 	return d
 }
@@ -203,12 +154,8 @@ func TestSSEDLiveFiltersAndOrder(t *testing.T) {
 			t.Fatalf("delivery %d: %+v, want %s with sequence %d", i, d, want, i+1)
 		}
 	}
-	select {
-	case m := <-s.msgs:
-		if m.comment == "" {
-			t.Fatalf("unexpected message %+v", m)
-		}
-	default:
+	if m, err := s.TryNext(50 * time.Millisecond); errors.Is(err, gatewaytest.ErrEnded) || err == nil && m.Comment() == "" {
+		t.Fatalf("unexpected message %+v: %v", m, err)
 	}
 }
 
@@ -236,7 +183,7 @@ func testReplay(t *testing.T, viaHeader bool) {
 			mid = d.Delivery.Cursor
 		}
 	}
-	first.close()
+	first.Close()
 	e.ingest(evs[6:]...)
 
 	var s *sseStream
@@ -351,19 +298,7 @@ func TestSSEDHeartbeat(t *testing.T) {
 	if got := resp.Header.Get("X-Accel-Buffering"); got != "no" || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("headers %v", resp.Header)
 	}
-	for {
-		select {
-		case m, ok := <-s.msgs:
-			if !ok {
-				t.Fatal("stream ended")
-			}
-			if m.comment == "heartbeat" {
-				return
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no heartbeat")
-		}
-	}
+	s.Until("a heartbeat", func(m gatewaytest.SSEMessage) bool { return m.Comment() == "heartbeat" })
 }
 
 func (e *sseEnv) tryIngest(events ...string) error {
@@ -517,11 +452,11 @@ func TestSSEDRetentionGapIsTold(t *testing.T) {
 			} `json:"gaps"`
 		} `json:"payload"`
 	}
-	if err := json.Unmarshal([]byte(m.data), &r); err != nil || m.event != "event.replayed" {
+	if err := json.Unmarshal([]byte(m.Data), &r); err != nil || m.Event != "event.replayed" {
 		t.Fatalf("%+v: %v", m, err)
 	}
 	g := r.Payload.Gaps
 	if r.Payload.EventsReplayed != 2 || len(g) != 1 || g[0].Partition != gapPart || g[0].Requested != 1 || g[0].RestartAt != 4 || g[0].Reason != "retention" {
-		t.Fatalf("event.replayed payload %s", m.data)
+		t.Fatalf("event.replayed payload %s", m.Data)
 	}
 }

@@ -64,20 +64,11 @@ func (e *sseEnv) do(method, path, body string) (int, []byte) {
 
 func (e *sseEnv) openPath(path string) *sseStream {
 	e.t.Helper()
-	resp, err := http.Get(e.url + path)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
+	s, resp := e.openURL(e.url+path, nil)
+	if s == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		e.t.Fatalf("open %s: %d %s", path, resp.StatusCode, b)
-	}
-	s := &sseStream{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), done: make(chan struct{})}
-	go s.read()
-	e.t.Cleanup(s.close)
-	if m := s.next(); m.comment != "stream open" {
-		e.t.Fatalf("first message %+v", m)
 	}
 	return s
 }
@@ -154,10 +145,10 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 	if err := json.Unmarshal(b, &state); code != http.StatusOK || err != nil || !state.Streaming || state.PendingAcks != 2 {
 		t.Fatalf("state: %d %s", code, b)
 	}
-	s.close()
+	s.Close()
 
 	// reconnect: the two unacked come again, announced as attempt 2
-	poll(t, "the first stream released", func() bool {
+	gatewaytest.Poll(t, "the first stream released", func() bool {
 		_, b := e.do(http.MethodGet, "/aep/subscriptions/"+created.ID, "")
 		return json.Unmarshal(b, &state) == nil && !state.Streaming
 	})
@@ -173,7 +164,7 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 				Attempt         int    `json:"attempt"`
 			} `json:"payload"`
 		}
-		if err := json.Unmarshal([]byte(m.data), &n); err != nil || m.event != "event.redelivered" || !again[n.Payload.OriginalEventID] || n.Payload.Attempt != 2 {
+		if err := json.Unmarshal([]byte(m.Data), &n); err != nil || m.Event != "event.redelivered" || !again[n.Payload.OriginalEventID] || n.Payload.Attempt != 2 {
 			t.Fatalf("redelivery notice %+v", m)
 		}
 		if d := s2.event(); d.ID != n.Payload.OriginalEventID {
@@ -185,11 +176,11 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(b), `"result":"rejected"`) {
 		t.Fatalf("reject: %d %s", code, b)
 	}
-	if m := s2.next(); m.event != "event.dead_lettered" || !strings.Contains(m.data, `"original_event_id":"evt_09"`) || !strings.Contains(m.data, `"code":"task_error"`) {
+	if m := s2.next(); m.Event != "event.dead_lettered" || !strings.Contains(m.Data, `"original_event_id":"evt_09"`) || !strings.Contains(m.Data, `"code":"task_error"`) {
 		t.Fatalf("dead-lettered %+v", m)
 	}
 	e.do(http.MethodPost, "/aep/subscriptions/"+created.ID+"/acks", ackBody("event.acknowledged", ids[8]))
-	poll(t, "lag 0 after every event settled", func() bool {
+	gatewaytest.Poll(t, "lag 0 after every event settled", func() bool {
 		_, b := e.do(http.MethodGet, "/aep/subscriptions/"+created.ID, "")
 		return json.Unmarshal(b, &state) == nil && state.Lag == 0 && state.PendingAcks == 0
 	})
@@ -262,21 +253,10 @@ func TestSubscriptionsDExpires(t *testing.T) {
 	_ = json.Unmarshal(b, &created)
 	s := e.openPath("/aep/subscriptions/" + created.ID + "/stream")
 	m := s.next()
-	if m.event != "subscription.expired" || !strings.Contains(m.data, created.ID) {
+	if m.Event != "subscription.expired" || !strings.Contains(m.Data, created.ID) {
 		t.Fatalf("expiry %+v", m)
 	}
 	if code, _ := e.do(http.MethodGet, "/aep/subscriptions/"+created.ID, ""); code != http.StatusGone {
 		t.Fatalf("after expiry: %d", code)
-	}
-}
-
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -61,7 +60,11 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}
 }
 
-func (e *wsEnv) wsURL() string { return "ws" + strings.TrimPrefix(e.url, "http") + "/aep" }
+func (e *wsEnv) wsURL() string { return gatewaytest.WSURL(e.url, "/aep") }
+
+// wsOptions are the client options of these tests: read-ahead room, and
+// messages up to 4 MiB.
+var wsOptions = gatewaytest.WSOptions{Buffer: 1024, ReadLimit: 4 << 20}
 
 // ingestHTTP posts events through the HTTP ingest endpoint.
 func (e *wsEnv) ingestHTTP(events ...string) {
@@ -85,169 +88,29 @@ func wsControl(id, typ, payload string) string {
 	return fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":%q,"source":"agent:researcher","target":"harness:aep","session_id":"sess_01","created_at":"2026-07-09T10:00:00Z","payload":%s}`, id, typ, payload)
 }
 
-// wsMsg is a received envelope, decoded loosely.
-type wsMsg struct {
-	Raw         string
-	ID          string `json:"id"`
-	Type        string `json:"type"`
-	Source      string `json:"source"`
-	SessionID   string `json:"session_id"`
-	CausationID string `json:"causation_id"`
-	Delivery    struct {
-		Mode           string `json:"mode"`
-		Sequence       uint64 `json:"sequence"`
-		Cursor         string `json:"cursor"`
-		SubscriptionID string `json:"subscription_id"`
-	} `json:"delivery"`
-	Payload map[string]any `json:"payload"`
-}
-
-func (m wsMsg) str(key string) string { s, _ := m.Payload[key].(string); return s }
-
-func (m wsMsg) errCode() string {
-	e, _ := m.Payload["error"].(map[string]any)
-	s, _ := e["code"].(string)
-	return s
-}
-
-type wsClient struct {
-	t    *testing.T
-	c    *websocket.Conn
-	msgs chan wsMsg
-	done chan struct{}
-	err  error // why reading ended; read after done
-}
-
 // dial connects with the aep-0.1 subprotocol without opening a session.
-func (e *wsEnv) dial() *wsClient {
+func (e *wsEnv) dial() *gatewaytest.WSD {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{dialectd.WSSubprotocol}})
-	if err != nil {
-		e.t.Fatal(err)
+	o := wsOptions
+	o.Subprotocols = []string{dialectd.WSSubprotocol}
+	w := &gatewaytest.WSD{WSConn: gatewaytest.DialWS(e.t, e.wsURL(), o)}
+	if p := w.C.Subprotocol(); p != dialectd.WSSubprotocol {
+		e.t.Fatalf("subprotocol %q", p)
 	}
-	if c.Subprotocol() != dialectd.WSSubprotocol {
-		e.t.Fatalf("subprotocol %q", c.Subprotocol())
-	}
-	c.SetReadLimit(4 << 20)
-	w := &wsClient{t: e.t, c: c, msgs: make(chan wsMsg, 1024), done: make(chan struct{})}
-	go w.read()
-	e.t.Cleanup(func() {
-		_ = c.CloseNow()
-		<-w.done
-	})
 	return w
 }
 
 // open dials and opens a session, checking session.ready.
-func (e *wsEnv) open() *wsClient {
+func (e *wsEnv) open() *gatewaytest.WSD {
 	e.t.Helper()
-	w := e.dial()
-	w.send(wsControl("evt_open", "session.opened", `{"session_id":"sess_01","version":"0.1"}`))
-	if m := w.next(); m.Type != "session.ready" || m.str("session_id") != "sess_01" || m.CausationID != "evt_open" {
-		e.t.Fatalf("after session.opened: %s", m.Raw)
-	}
-	return w
-}
-
-func (w *wsClient) read() {
-	defer close(w.done)
-	defer close(w.msgs)
-	for {
-		typ, b, err := w.c.Read(context.Background())
-		if err != nil {
-			w.err = err
-			return
-		}
-		if typ != websocket.MessageText {
-			w.err = errors.New("binary frame from the server")
-			return
-		}
-		m := wsMsg{Raw: string(b)}
-		if err := json.Unmarshal(b, &m); err != nil {
-			w.err = fmt.Errorf("not JSON: %s", b)
-			return
-		}
-		w.msgs <- m
-	}
-}
-
-func (w *wsClient) send(msg string) {
-	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := w.c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// next returns the next message; the time limit only stops a hung test.
-func (w *wsClient) next() wsMsg {
-	w.t.Helper()
-	select {
-	case m, ok := <-w.msgs:
-		if !ok {
-			w.t.Fatalf("connection ended: %v", w.err)
-		}
-		return m
-	case <-time.After(15 * time.Second):
-		w.t.Fatal("no message within 15s")
-	}
-	return wsMsg{}
-}
-
-// closed waits for the connection to end and returns the close status.
-func (w *wsClient) closed() websocket.StatusCode {
-	w.t.Helper()
-	for {
-		select {
-		case m, ok := <-w.msgs:
-			if !ok {
-				return websocket.CloseStatus(w.err)
-			}
-			w.t.Logf("before close: %s", m.Raw)
-		case <-time.After(15 * time.Second):
-			w.t.Fatal("connection still open after 15s")
-		}
-	}
-}
-
-// subscribe sends subscription.requested and returns the answer.
-func (w *wsClient) subscribe(id, filter string) wsMsg {
-	w.t.Helper()
-	w.send(wsControl(id, "subscription.requested", filter))
-	m := w.next()
-	if m.CausationID != id {
-		w.t.Fatalf("answer to %s: %s", id, m.Raw)
-	}
-	return m
-}
-
-func (w *wsClient) mustSubscribe(id, filter string) string {
-	w.t.Helper()
-	m := w.subscribe(id, filter)
-	if m.Type != "subscription.created" {
-		w.t.Fatalf("subscribe %s: %s", filter, m.Raw)
-	}
-	return m.str("subscription_id")
-}
-
-// event returns the next message, which must be a delivered event.
-func (w *wsClient) event() wsMsg {
-	w.t.Helper()
-	m := w.next()
-	if m.Delivery.Cursor == "" || m.Delivery.SubscriptionID == "" {
-		w.t.Fatalf("not a delivered event: %s", m.Raw)
-	}
-	return m
+	return gatewaytest.DialWSD(e.t, e.wsURL(), wsOptions)
 }
 
 func TestWSDSessionReady(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{MaxMessageBytes: 100000, Heartbeat: 20 * time.Second})
 	w := e.dial()
-	w.send(wsControl("evt_open", "session.opened", `{"session_id":"sess_42","version":"0.1"}`))
-	m := w.next()
+	w.Send(wsControl("evt_open", "session.opened", `{"session_id":"sess_42","version":"0.1"}`))
+	m := w.Next()
 	if m.Type != "session.ready" || !strings.HasPrefix(m.ID, "evt_") || len(m.ID) != 30 || m.Source != "gateway:aep-gateway" || m.SessionID != "sess_42" {
 		t.Fatalf("session.ready envelope: %s", m.Raw)
 	}
@@ -265,7 +128,7 @@ func TestWSDSessionReady(t *testing.T) {
 		} `json:"payload"`
 		CreatedAt string `json:"created_at"`
 	}
-	if err := json.Unmarshal([]byte(m.Raw), &ready); err != nil {
+	if err := json.Unmarshal(m.Raw, &ready); err != nil {
 		t.Fatal(err)
 	}
 	c := ready.Payload.Capabilities
@@ -278,18 +141,18 @@ func TestWSDSessionReady(t *testing.T) {
 		t.Fatalf("created_at: %v", err)
 	}
 	// capabilities.requested is answered at any time.
-	w.send(wsControl("evt_cap", "capabilities.requested", `{}`))
-	if m := w.next(); m.Type != "capabilities.declared" || m.str("protocol") != "aep" || m.CausationID != "evt_cap" {
+	w.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
+	if m := w.Next(); m.Type != "capabilities.declared" || m.Str("protocol") != "aep" || m.CausationID != "evt_cap" {
 		t.Fatalf("capabilities.declared: %s", m.Raw)
 	}
 	// session.heartbeat is ignored, a second session.opened refused.
-	w.send(wsControl("evt_hb", "session.heartbeat", `{"session_id":"sess_42"}`))
-	w.send(wsControl("evt_open2", "session.opened", `{"session_id":"sess_43","version":"0.1"}`))
-	if m := w.next(); m.Type != "event.rejected" || m.CausationID != "evt_open2" || m.errCode() != "protocol_error" {
+	w.Send(wsControl("evt_hb", "session.heartbeat", `{"session_id":"sess_42"}`))
+	w.Send(wsControl("evt_open2", "session.opened", `{"session_id":"sess_43","version":"0.1"}`))
+	if m := w.Next(); m.Type != "event.rejected" || m.CausationID != "evt_open2" || m.ErrCode() != "protocol_error" {
 		t.Fatalf("second session.opened: %s", m.Raw)
 	}
-	w.send(wsControl("evt_close", "session.closed", `{"session_id":"sess_42","reason":"done"}`))
-	if st := w.closed(); st != websocket.StatusNormalClosure {
+	w.Send(wsControl("evt_close", "session.closed", `{"session_id":"sess_42","reason":"done"}`))
+	if st := w.Closed(); st != websocket.StatusNormalClosure {
 		t.Fatalf("close status %d, want 1000", st)
 	}
 }
@@ -313,11 +176,11 @@ func TestWSDSubscriptionSeed000(t *testing.T) {
 		{`{"types":"*","from_cursor":"stream_01:42"}`, "subscription.rejected", "cursor"},
 		{`{"types":"*","delivery_mode":"best_effort","from_cursor":"x"}`, "subscription.rejected", "from_cursor requires"},
 	} {
-		m := w.subscribe(fmt.Sprintf("evt_sub_%d", i), tc.filter)
+		m := w.Subscribe(fmt.Sprintf("evt_sub_%d", i), tc.filter)
 		if m.Type != tc.answer {
 			t.Fatalf("%s: got %s", tc.filter, m.Raw)
 		}
-		id := m.str("subscription_id")
+		id := m.Str("subscription_id")
 		if !strings.HasPrefix(id, "sub_") {
 			t.Fatalf("%s: subscription_id %q", tc.filter, id)
 		}
@@ -328,7 +191,7 @@ func TestWSDSubscriptionSeed000(t *testing.T) {
 			if v, ok := m.Payload["expires_at"]; !ok || v != nil {
 				t.Fatalf("%s: expires_at: %s", tc.filter, m.Raw)
 			}
-			if _, err := time.Parse(time.RFC3339Nano, m.str("created_at")); err != nil {
+			if _, err := time.Parse(time.RFC3339Nano, m.Str("created_at")); err != nil {
 				t.Fatalf("%s: created_at: %s", tc.filter, m.Raw)
 			}
 			continue
@@ -343,7 +206,7 @@ func TestWSDSubscriptionSeed000(t *testing.T) {
 func TestWSDLiveDeliveryWithFilter(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	w := e.open()
-	sub := w.mustSubscribe("evt_s", `{"types":["task.*"],"target":"agent:researcher"}`)
+	sub := w.MustSubscribe("evt_s", `{"types":["task.*"],"target":"agent:researcher"}`)
 	e.ingestHTTP(
 		wsEvent("evt_a", "memory.fact.added", "memory:main"),
 		wsEvent("evt_b", "task.started", "agent:x"),
@@ -352,8 +215,8 @@ func TestWSDLiveDeliveryWithFilter(t *testing.T) {
 	)
 	got := map[string]uint64{}
 	for range 2 {
-		m := w.event()
-		if m.Delivery.Mode != "best_effort" || m.Delivery.SubscriptionID != sub || m.str("n") != m.ID {
+		m := w.Event()
+		if m.Delivery.Mode != "best_effort" || m.Delivery.SubscriptionID != sub || m.Str("n") != m.ID {
 			t.Fatalf("delivered: %s", m.Raw)
 		}
 		got[m.ID] = m.Delivery.Sequence
@@ -362,8 +225,8 @@ func TestWSDLiveDeliveryWithFilter(t *testing.T) {
 		t.Fatalf("deliveries %v, want evt_b and evt_d with sequences 1 and 2", got)
 	}
 	// Nothing else was delivered before this answer.
-	w.send(wsControl("evt_cap", "capabilities.requested", `{}`))
-	if m := w.next(); m.Type != "capabilities.declared" {
+	w.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
+	if m := w.Next(); m.Type != "capabilities.declared" {
 		t.Fatalf("unexpected message: %s", m.Raw)
 	}
 }
@@ -371,13 +234,13 @@ func TestWSDLiveDeliveryWithFilter(t *testing.T) {
 func TestWSDReplayThenLive(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	live := e.open()
-	live.mustSubscribe("evt_s", `{"types":"task.*","delivery_mode":"replayable"}`)
+	live.MustSubscribe("evt_s", `{"types":"task.*","delivery_mode":"replayable"}`)
 	for i := range 4 {
 		e.ingestHTTP(wsEvent(fmt.Sprintf("evt_%d", i), "task.progress", "agent:x"))
 	}
 	var curs []string
 	for i := range 4 {
-		m := live.event()
+		m := live.Event()
 		if m.ID != fmt.Sprintf("evt_%d", i) || m.Delivery.Mode != "replayable" || m.Delivery.Sequence != uint64(i+1) {
 			t.Fatalf("live delivery %d: %s", i, m.Raw)
 		}
@@ -385,38 +248,38 @@ func TestWSDReplayThenLive(t *testing.T) {
 	}
 
 	w := e.open()
-	created := w.subscribe("evt_r", fmt.Sprintf(`{"types":"task.*","from_cursor":%q}`, curs[1]))
-	if created.Type != "subscription.created" || created.str("delivery_mode") != "replayable" {
+	created := w.Subscribe("evt_r", fmt.Sprintf(`{"types":"task.*","from_cursor":%q}`, curs[1]))
+	if created.Type != "subscription.created" || created.Str("delivery_mode") != "replayable" {
 		t.Fatalf("replay subscription: %s", created.Raw)
 	}
-	sub := created.str("subscription_id")
+	sub := created.Str("subscription_id")
 	for i := 2; i < 4; i++ {
-		m := w.event()
+		m := w.Event()
 		if m.ID != fmt.Sprintf("evt_%d", i) || m.Delivery.Sequence != uint64(i+1) || m.Delivery.SubscriptionID != sub {
 			t.Fatalf("replayed %d: %s", i, m.Raw)
 		}
 	}
-	m := w.next()
-	if m.Type != "event.replayed" || m.str("from_cursor") != curs[1] || m.Payload["events_replayed"] != float64(2) || m.str("subscription_id") != sub || m.str("to_cursor") == "" {
+	m := w.Next()
+	if m.Type != "event.replayed" || m.Str("from_cursor") != curs[1] || m.Payload["events_replayed"] != float64(2) || m.Str("subscription_id") != sub || m.Str("to_cursor") == "" {
 		t.Fatalf("event.replayed: %s", m.Raw)
 	}
-	toCursor := m.str("to_cursor")
+	toCursor := m.Str("to_cursor")
 	e.ingestHTTP(wsEvent("evt_4", "task.completed", "agent:x"))
-	if m := w.event(); m.ID != "evt_4" || m.Delivery.Sequence != 5 {
+	if m := w.Event(); m.ID != "evt_4" || m.Delivery.Sequence != 5 {
 		t.Fatalf("live after replay: %s", m.Raw)
 	}
 	// to_cursor resumes right after the replay.
 	w2 := e.open()
-	w2.mustSubscribe("evt_r2", fmt.Sprintf(`{"types":"task.*","from_cursor":%q}`, toCursor))
-	if m := w2.event(); m.ID != "evt_4" || m.Delivery.Sequence != 5 {
+	w2.MustSubscribe("evt_r2", fmt.Sprintf(`{"types":"task.*","from_cursor":%q}`, toCursor))
+	if m := w2.Event(); m.ID != "evt_4" || m.Delivery.Sequence != 5 {
 		t.Fatalf("resume from to_cursor: %s", m.Raw)
 	}
-	if m := w2.next(); m.Type != "event.replayed" || m.Payload["events_replayed"] != float64(1) {
+	if m := w2.Next(); m.Type != "event.replayed" || m.Payload["events_replayed"] != float64(1) {
 		t.Fatalf("event.replayed: %s", m.Raw)
 	}
 	// A cursor signed by another key is refused, never started live.
-	w2.send(wsControl("evt_bad", "subscription.requested", `{"types":"*","from_cursor":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`))
-	if m := w2.next(); m.Type != "subscription.rejected" || m.errCode() != "subscription_rejected" {
+	w2.Send(wsControl("evt_bad", "subscription.requested", `{"types":"*","from_cursor":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`))
+	if m := w2.Next(); m.Type != "subscription.rejected" || m.ErrCode() != "subscription_rejected" {
 		t.Fatalf("bad cursor: %s", m.Raw)
 	}
 }
@@ -424,25 +287,25 @@ func TestWSDReplayThenLive(t *testing.T) {
 func TestWSDCancel(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	w := e.open()
-	first := w.mustSubscribe("evt_s1", `{"types":"task.*"}`)
-	w.send(wsControl("evt_c1", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, first)))
-	if m := w.next(); m.Type != "subscription.cancelled" || m.str("subscription_id") != first || m.CausationID != "evt_c1" {
+	first := w.MustSubscribe("evt_s1", `{"types":"task.*"}`)
+	w.Send(wsControl("evt_c1", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, first)))
+	if m := w.Next(); m.Type != "subscription.cancelled" || m.Str("subscription_id") != first || m.CausationID != "evt_c1" {
 		t.Fatalf("cancel confirmation: %s", m.Raw)
 	}
-	w.send(wsControl("evt_c2", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, first)))
-	if m := w.next(); m.Type != "event.rejected" || m.errCode() != "subscription_error" {
+	w.Send(wsControl("evt_c2", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, first)))
+	if m := w.Next(); m.Type != "event.rejected" || m.ErrCode() != "subscription_error" {
 		t.Fatalf("second cancel: %s", m.Raw)
 	}
-	second := w.mustSubscribe("evt_s2", `{"types":"task.*"}`)
+	second := w.MustSubscribe("evt_s2", `{"types":"task.*"}`)
 	if second == first {
 		t.Fatalf("subscription id %s reused", second)
 	}
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"))
-	if m := w.event(); m.Delivery.SubscriptionID != second {
+	if m := w.Event(); m.Delivery.SubscriptionID != second {
 		t.Fatalf("delivered for %s after its cancellation: %s", first, m.Raw)
 	}
-	w.send(wsControl("evt_cap", "capabilities.requested", `{}`))
-	if m := w.next(); m.Type != "capabilities.declared" {
+	w.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
+	if m := w.Next(); m.Type != "capabilities.declared" {
 		t.Fatalf("unexpected message: %s", m.Raw)
 	}
 }
@@ -450,16 +313,16 @@ func TestWSDCancel(t *testing.T) {
 func TestWSDSeveralSubscriptions(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{MaxSubscriptions: 3})
 	w := e.open()
-	byType := w.mustSubscribe("evt_s1", `{"types":"task.*"}`)
-	bySource := w.mustSubscribe("evt_s2", `{"source":"agent:x"}`)
-	w.mustSubscribe("evt_s3", `{"topic":"nothing"}`)
-	if m := w.subscribe("evt_s4", `{"types":"*"}`); m.Type != "subscription.rejected" || !strings.Contains(fmt.Sprint(m.Payload["error"]), "too many subscriptions") {
+	byType := w.MustSubscribe("evt_s1", `{"types":"task.*"}`)
+	bySource := w.MustSubscribe("evt_s2", `{"source":"agent:x"}`)
+	w.MustSubscribe("evt_s3", `{"topic":"nothing"}`)
+	if m := w.Subscribe("evt_s4", `{"types":"*"}`); m.Type != "subscription.rejected" || !strings.Contains(fmt.Sprint(m.Payload["error"]), "too many subscriptions") {
 		t.Fatalf("fourth subscription: %s", m.Raw)
 	}
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"), wsEvent("evt_2", "memory.fact.added", "agent:x"))
 	got := map[string]string{}
 	for range 3 {
-		m := w.event()
+		m := w.Event()
 		got[m.Delivery.SubscriptionID+"/"+m.ID] = m.Delivery.Mode
 		if m.Delivery.SubscriptionID == byType && m.Delivery.Sequence != 1 {
 			t.Fatalf("sequence per subscription: %s", m.Raw)
@@ -476,29 +339,29 @@ func TestWSDSeveralSubscriptions(t *testing.T) {
 func TestWSDPublishToAnotherConnection(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	consumer := e.open()
-	sub := consumer.mustSubscribe("evt_s", `{"types":"tool.call.*","delivery_mode":"at_least_once"}`)
+	sub := consumer.MustSubscribe("evt_s", `{"types":"tool.call.*","delivery_mode":"at_least_once"}`)
 	producer := e.open()
-	producer.send(wsEvent("evt_pub1", "tool.call.started", "tool:crawler"))
-	if m := producer.next(); m.Type != "event.acknowledged" || m.str("acknowledged_event_id") != "evt_pub1" || m.CausationID != "evt_pub1" {
+	producer.Send(wsEvent("evt_pub1", "tool.call.started", "tool:crawler"))
+	if m := producer.Next(); m.Type != "event.acknowledged" || m.Str("acknowledged_event_id") != "evt_pub1" || m.CausationID != "evt_pub1" {
 		t.Fatalf("publish answer: %s", m.Raw)
 	}
-	m := consumer.event()
+	m := consumer.Event()
 	if m.ID != "evt_pub1" || m.Source != "tool:crawler" || m.Delivery.SubscriptionID != sub || m.Delivery.Mode != "at_least_once" {
 		t.Fatalf("published event delivered as %s", m.Raw)
 	}
 	// An invalid event is refused with the ingest endpoint's code.
-	producer.send(`{"aep_version":"0.1","id":"evt_bad","type":"Not A Type","source":"x","created_at":"2026-07-09T10:00:00Z","payload":{}}`)
-	if m := producer.next(); m.Type != "event.rejected" || m.errCode() != "invalid_event_type" {
+	producer.Send(`{"aep_version":"0.1","id":"evt_bad","type":"Not A Type","source":"x","created_at":"2026-07-09T10:00:00Z","payload":{}}`)
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() != "invalid_event_type" {
 		t.Fatalf("invalid event answer: %s", m.Raw)
 	}
-	producer.send(`{"aep_version":"0.1",`)
-	if m := producer.next(); m.Type != "event.rejected" || m.errCode() == "" {
+	producer.Send(`{"aep_version":"0.1",`)
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() == "" {
 		t.Fatalf("malformed event answer: %s", m.Raw)
 	}
 	// Acknowledgements are accepted and need no answer.
-	consumer.send(wsControl("evt_ack", "event.acknowledged", `{"acknowledged_event_id":"evt_pub1"}`))
-	consumer.send(wsControl("evt_cap", "capabilities.requested", `{}`))
-	if m := consumer.next(); m.Type != "capabilities.declared" {
+	consumer.Send(wsControl("evt_ack", "event.acknowledged", `{"acknowledged_event_id":"evt_pub1"}`))
+	consumer.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
+	if m := consumer.Next(); m.Type != "capabilities.declared" {
 		t.Fatalf("after ack: %s", m.Raw)
 	}
 }
@@ -508,27 +371,27 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 func TestWSDAtLeastOnceRedelivers(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: 50 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond}})
 	w := e.open()
-	m := w.subscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
-	if m.Type != "subscription.created" || m.str("delivery_mode") != "at_least_once" || m.str("requested_delivery_mode") != "" || m.str("cursor") == "" {
+	m := w.Subscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
+	if m.Type != "subscription.created" || m.Str("delivery_mode") != "at_least_once" || m.Str("requested_delivery_mode") != "" || m.Str("cursor") == "" {
 		t.Fatalf("at_least_once: %s", m.Raw)
 	}
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"))
-	if d := w.event(); d.ID != "evt_1" || d.Delivery.Mode != "at_least_once" || d.Delivery.Sequence != 1 {
+	if d := w.Event(); d.ID != "evt_1" || d.Delivery.Mode != "at_least_once" || d.Delivery.Sequence != 1 {
 		t.Fatalf("first delivery: %s", d.Raw)
 	}
-	if n := w.next(); n.Type != "event.redelivered" || n.str("original_event_id") != "evt_1" || n.Payload["attempt"] != 2.0 || n.str("subscription_id") != m.str("subscription_id") {
+	if n := w.Next(); n.Type != "event.redelivered" || n.Str("original_event_id") != "evt_1" || n.Payload["attempt"] != 2.0 || n.Str("subscription_id") != m.Str("subscription_id") {
 		t.Fatalf("redelivery notice: %s", n.Raw)
 	}
-	if d := w.event(); d.ID != "evt_1" || d.Delivery.Sequence != 2 {
+	if d := w.Event(); d.ID != "evt_1" || d.Delivery.Sequence != 2 {
 		t.Fatalf("redelivered: %s", d.Raw)
 	}
-	if n := w.next(); n.Type != "event.dead_lettered" || n.str("original_event_id") != "evt_1" || n.Payload["attempts"] != 2.0 {
+	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_1" || n.Payload["attempts"] != 2.0 {
 		t.Fatalf("dead letter: %s", n.Raw)
 	}
 	// The created cursor resumes from the subscription's start.
 	w2 := e.open()
-	w2.mustSubscribe("evt_r", fmt.Sprintf(`{"types":"*","from_cursor":%q}`, m.str("cursor")))
-	if d := w2.event(); d.ID != "evt_1" || d.Delivery.Sequence != 1 {
+	w2.MustSubscribe("evt_r", fmt.Sprintf(`{"types":"*","from_cursor":%q}`, m.Str("cursor")))
+	if d := w2.Event(); d.ID != "evt_1" || d.Delivery.Sequence != 1 {
 		t.Fatalf("replay from the created cursor: %s", d.Raw)
 	}
 }
@@ -539,17 +402,17 @@ func TestWSDAtLeastOnceRedelivers(t *testing.T) {
 func TestWSDAtLeastOnceAcksAndRejects(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: time.Hour}})
 	w := e.open()
-	w.mustSubscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
+	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"), wsEvent("evt_2", "task.started", "agent:x"))
-	w.event()
-	w.event()
-	w.send(wsControl("evt_a1", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`))
-	w.send(wsControl("evt_a2", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`)) // duplicate: harmless
-	w.send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"late"}}`))
-	w.send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"cannot"}}`))
-	n := w.next()
+	w.Event()
+	w.Event()
+	w.Send(wsControl("evt_a1", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`))
+	w.Send(wsControl("evt_a2", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`)) // duplicate: harmless
+	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"late"}}`))
+	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"cannot"}}`))
+	n := w.Next()
 	le, _ := n.Payload["last_error"].(map[string]any)
-	if n.Type != "event.dead_lettered" || n.str("original_event_id") != "evt_2" || le["code"] != "tool_error" {
+	if n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_2" || le["code"] != "tool_error" {
 		t.Fatalf("dead letter of the rejected event: %s", n.Raw)
 	}
 }
@@ -572,25 +435,25 @@ func TestWSDBadFirstMessage(t *testing.T) {
 			if tc.binary {
 				typ = websocket.MessageBinary
 			}
-			if err := w.c.Write(context.Background(), typ, []byte(tc.msg)); err != nil {
+			if err := w.C.Write(context.Background(), typ, []byte(tc.msg)); err != nil {
 				t.Fatal(err)
 			}
-			m := w.next()
-			if m.Type != "session.error" || m.errCode() != "protocol_error" {
+			m := w.Next()
+			if m.Type != "session.error" || m.ErrCode() != "protocol_error" {
 				t.Fatalf("answer: %s", m.Raw)
 			}
-			if st := w.closed(); st != websocket.StatusProtocolError {
+			if st := w.Closed(); st != websocket.StatusProtocolError {
 				t.Fatalf("close status %d, want 1002", st)
 			}
 		})
 	}
 	t.Run("unsupported version", func(t *testing.T) {
 		w := e.dial()
-		w.send(wsControl("evt_o", "session.opened", `{"session_id":"s","version":"0.2"}`))
-		if m := w.next(); m.Type != "session.error" || m.errCode() != "unsupported_version" {
+		w.Send(wsControl("evt_o", "session.opened", `{"session_id":"s","version":"0.2"}`))
+		if m := w.Next(); m.Type != "session.error" || m.ErrCode() != "unsupported_version" {
 			t.Fatalf("answer: %s", m.Raw)
 		}
-		if st := w.closed(); st != websocket.StatusProtocolError {
+		if st := w.Closed(); st != websocket.StatusProtocolError {
 			t.Fatalf("close status %d, want 1002", st)
 		}
 	})
@@ -599,9 +462,7 @@ func TestWSDBadFirstMessage(t *testing.T) {
 func TestWSDHandshake(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	for _, protos := range [][]string{nil, {"aep-0.2"}, {"graphql-ws"}} {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: protos})
-		cancel()
+		c, resp, err := gatewaytest.TryDialWS(e.wsURL(), gatewaytest.WSOptions{Subprotocols: protos})
 		if err == nil {
 			_ = c.CloseNow()
 			t.Fatalf("subprotocols %v: connected", protos)
@@ -615,9 +476,7 @@ func TestWSDHandshake(t *testing.T) {
 		}
 	}
 	// Several offered, aep-0.1 among them: chosen.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, _, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{"aep-0.2", "aep-0.1"}})
+	c, _, err := gatewaytest.TryDialWS(e.wsURL(), gatewaytest.WSOptions{Subprotocols: []string{"aep-0.2", "aep-0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,8 +489,8 @@ func TestWSDHandshake(t *testing.T) {
 func TestWSDMessageTooBig(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{MaxMessageBytes: 1024})
 	w := e.open()
-	w.send(wsControl("evt_big", "task.progress", fmt.Sprintf(`{"blob":%q}`, strings.Repeat("x", 2000))))
-	if st := w.closed(); st != websocket.StatusMessageTooBig {
+	w.Send(wsControl("evt_big", "task.progress", fmt.Sprintf(`{"blob":%q}`, strings.Repeat("x", 2000))))
+	if st := w.Closed(); st != websocket.StatusMessageTooBig {
 		t.Fatalf("close status %d, want 1009", st)
 	}
 }
@@ -639,17 +498,17 @@ func TestWSDMessageTooBig(t *testing.T) {
 func TestWSDShutdown(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{Heartbeat: 10 * time.Millisecond})
 	w := e.open()
-	w.mustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
+	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := w.closed(); st != websocket.StatusGoingAway {
+	if st := w.Closed(); st != websocket.StatusGoingAway {
 		t.Fatalf("close status %d, want 1001", st)
 	}
 	// New connections are refused.
-	c, resp, err := websocket.Dial(ctx, e.wsURL(), &websocket.DialOptions{Subprotocols: []string{"aep-0.1"}})
+	c, resp, err := gatewaytest.TryDialWS(e.wsURL(), gatewaytest.WSOptions{Subprotocols: []string{"aep-0.1"}})
 	if err == nil {
 		_ = c.CloseNow()
 		t.Fatal("connected after shutdown")
@@ -702,16 +561,16 @@ func TestWSDHeartbeatTimeout(t *testing.T) {
 func TestWSDExpiredOnEngineClose(t *testing.T) {
 	e := newWSEnv(t, dialectd.WSConfig{})
 	w := e.open()
-	sub := w.mustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
+	sub := w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"))
-	last := w.event().Delivery.Cursor
+	last := w.Event().Delivery.Cursor
 	e.eng.Close()
-	m := w.next()
-	if m.Type != "subscription.expired" || m.str("subscription_id") != sub || m.str("reason") != "shutdown" || m.str("cursor") != last || m.errCode() != "subscription_error" {
+	m := w.Next()
+	if m.Type != "subscription.expired" || m.Str("subscription_id") != sub || m.Str("reason") != "shutdown" || m.Str("cursor") != last || m.ErrCode() != "subscription_error" {
 		t.Fatalf("after engine close: %s", m.Raw)
 	}
-	w.send(wsControl("evt_c", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, sub)))
-	if m := w.next(); m.Type != "event.rejected" {
+	w.Send(wsControl("evt_c", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, sub)))
+	if m := w.Next(); m.Type != "event.rejected" {
 		t.Fatalf("cancel of an expired subscription: %s", m.Raw)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // With one-slot queues every stream is permanently slow: the engine moves
@@ -20,8 +20,8 @@ import (
 func TestSlowConsumersLoseNothing(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.Queue = 1; c.Outbound = 1 })
 	sse := e.getSSE(url.Values{"filter": {`{"session":["s-slow"]}`}}, nil)
-	w := e.dialWS(consumerHello)
-	w.subscribe("slow", `"filter":{"session":["s-slow"]}`)
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("slow", `"filter":{"session":["s-slow"]}`)
 	const n = 300
 	var want []string
 	for b := 0; b < n/50; b++ {
@@ -33,12 +33,12 @@ func TestSlowConsumersLoseNothing(t *testing.T) {
 		e.post(batch...)
 	}
 	for i, ev := range want {
-		if m := sse.nextEvent(); m.data != ev {
-			t.Fatalf("SSE event %d: got %q, want %q", i, m.data, ev)
+		if m := sse.nextEvent(); m.Data != ev {
+			t.Fatalf("SSE event %d: got %q, want %q", i, m.Data, ev)
 		}
 	}
 	for i, ev := range want {
-		if b := w.nextRaw(); string(b) != ev {
+		if b := w.NextFrame(); string(b) != ev {
 			t.Fatalf("WS event %d: got %s, want %s", i, b, ev)
 		}
 	}
@@ -63,7 +63,7 @@ func TestSSEPrettyPrintedEventOnOneLine(t *testing.T) {
 		t.Fatalf("ingest: %d %s", resp.StatusCode, b)
 	}
 	m := c.nextEvent()
-	if want := strings.ReplaceAll(pretty, "\n", " "); m.data != want || m.id != "s-pp:0:0" {
+	if want := strings.ReplaceAll(pretty, "\n", " "); m.Data != want || m.ID != "s-pp:0:0" {
 		t.Fatalf("got %+v, want data %q", m, want)
 	}
 }
@@ -74,11 +74,11 @@ func TestSSECloseEndsStreams(t *testing.T) {
 	c := e.getSSE(nil, nil)
 	_ = e.relay.Shutdown(context.Background())
 	for {
-		m := c.next()
-		if m.comment == "ping" {
+		m := c.Next()
+		if m.Comment() == "ping" {
 			continue
 		}
-		if !strings.HasPrefix(m.comment, "closing") {
+		if !strings.HasPrefix(m.Comment(), "closing") {
 			t.Fatalf("got %+v, want the closing comment", m)
 		}
 		break
@@ -95,26 +95,22 @@ func TestSSECloseEndsStreams(t *testing.T) {
 func TestStreamsPerTenantBounded(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.MaxStreamsPerTenant = 2 })
 	first := e.getSSE(nil, nil)
-	e.dialWS(consumerHello)
+	e.dialWS(gatewaytest.RConsumerHello)
 	resp, cancel := e.rawSSE(nil, nil)
 	b, _ := io.ReadAll(resp.Body)
 	cancel()
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"limit-exceeded"`) {
 		t.Fatalf("third stream: %d %s", resp.StatusCode, b)
 	}
-	first.close()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) { // the server notices the client left, then frees the slot
+	first.Close()
+	// The server notices the client left, then frees the slot.
+	gatewaytest.Poll(t, "the closed stream's slot to be freed", func() bool {
 		resp, cancel := e.rawSSE(nil, nil)
 		status := resp.StatusCode
 		cancel()
-		if status == http.StatusOK {
-			return
-		}
-		if status != http.StatusTooManyRequests {
+		if status != http.StatusOK && status != http.StatusTooManyRequests {
 			t.Fatalf("status %d", status)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("the closed stream's slot was never freed")
+		return status == http.StatusOK
+	})
 }

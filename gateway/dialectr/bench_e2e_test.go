@@ -14,7 +14,7 @@ import (
 // shows what the index saves.
 func BenchmarkSSEResume(b *testing.B) {
 	e := newEnv(b, nil)
-	e.getSSE(nil, nil).close() // starts the tenant's indexer
+	e.getSSE(nil, nil).Close() // starts the tenant's indexer
 	const sessions, per = 64, 64
 	for s := range sessions {
 		var batch []string
@@ -28,7 +28,7 @@ func BenchmarkSSEResume(b *testing.B) {
 	b.Run("baseline-live-open", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			e.getSSE(nil, nil).close()
+			e.getSSE(nil, nil).Close()
 		}
 	})
 	b.Run("resume-tail-1", func(b *testing.B) {
@@ -38,10 +38,10 @@ func BenchmarkSSEResume(b *testing.B) {
 			s := i % sessions
 			i++
 			c := e.getSSE(url.Values{"filter": {fmt.Sprintf(`{"session":["sess-%d"]}`, s)}}, map[string]string{"Last-Event-ID": fmt.Sprintf("sess-%d:0:%d", s, per-2)})
-			if m := c.nextEvent(); m.id != fmt.Sprintf("sess-%d:0:%d", s, per-1) {
+			if m := c.nextEvent(); m.ID != fmt.Sprintf("sess-%d:0:%d", s, per-1) {
 				b.Fatalf("got %+v", m)
 			}
-			c.close()
+			c.Close()
 		}
 	})
 }

@@ -103,7 +103,7 @@ func fillPartition(b *testing.B, seeds []string, p int32, target string, total, 
 func BenchmarkSSEResumePartitionSize(b *testing.B) {
 	e := newEnv(b, func(c *dialectr.Config) { c.Index = cursor.IndexerConfig{} })
 	e.post(rEvent("warmup", "warmup", 0, 0)) // creates the topics
-	e.getSSE(nil, nil).close()               // starts the tenant's indexer
+	e.getSSE(nil, nil).Close()               // starts the tenant's indexer
 	const every = 100
 	cases := []struct {
 		name  string
@@ -166,10 +166,10 @@ func resumeRound(b *testing.B, e *env, name, session string, last int) {
 			cl := e.getSSE(q, h)
 			m := cl.nextEvent()
 			first += time.Since(t0)
-			if m.id != want {
+			if m.ID != want {
 				b.Fatalf("got %+v, want %s", m, want)
 			}
-			cl.close()
+			cl.Close()
 		}
 		b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "first-data-ns/op")
 	})

@@ -46,15 +46,15 @@ func TestSSECaptureCeilingDownlevels(t *testing.T) {
 				Data    json.RawMessage `json:"data"`
 				ID      string          `json:"id"`
 			}
-			if err := json.Unmarshal([]byte(m.data), &got); err != nil {
-				t.Fatalf("data %q: %v", m.data, err)
+			if err := json.Unmarshal([]byte(m.Data), &got); err != nil {
+				t.Fatalf("data %q: %v", m.Data, err)
 			}
 			if got.ID != ev.ID || got.Capture != c.ExpectCapture || !jsonEqual(got.Data, c.ExpectData) {
 				t.Fatalf("ceiling %s: got capture %q data %s, want %q %s", c.Ceiling, got.Capture, got.Data, c.ExpectCapture, c.ExpectData)
 			}
 			// No ceiling: as stored, byte for byte.
-			if m := asStored.nextEvent(); m.data != compact.String() {
-				t.Fatalf("no ceiling: got %q, want the stored bytes %q", m.data, compact.String())
+			if m := asStored.nextEvent(); m.Data != compact.String() {
+				t.Fatalf("no ceiling: got %q, want the stored bytes %q", m.Data, compact.String())
 			}
 		})
 	}
@@ -72,18 +72,18 @@ func TestSSECaptureNeverUplevels(t *testing.T) {
 	absent := rEvent("up-2", "s-up", 0, 1) // no capture attribute: metadata
 	e.post(none, absent)
 	for level, s := range streams {
-		if m := s.nextEvent(); m.data != none {
-			t.Errorf("ceiling %s: capture none event became %q", level, m.data)
+		if m := s.nextEvent(); m.Data != none {
+			t.Errorf("ceiling %s: capture none event became %q", level, m.Data)
 		}
 		m := s.nextEvent()
 		if level == "none" {
-			if m.data == absent || !bytes.Contains([]byte(m.data), []byte(`"capture":"none"`)) || bytes.Contains([]byte(m.data), []byte(`"data"`)) {
-				t.Errorf("ceiling none: metadata event not down-levelled: %q", m.data)
+			if m.Data == absent || !bytes.Contains([]byte(m.Data), []byte(`"capture":"none"`)) || bytes.Contains([]byte(m.Data), []byte(`"data"`)) {
+				t.Errorf("ceiling none: metadata event not down-levelled: %q", m.Data)
 			}
 			continue
 		}
-		if m.data != absent {
-			t.Errorf("ceiling %s: metadata event changed: %q", level, m.data)
+		if m.Data != absent {
+			t.Errorf("ceiling %s: metadata event changed: %q", level, m.Data)
 		}
 	}
 }

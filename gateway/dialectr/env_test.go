@@ -1,7 +1,6 @@
 package dialectr_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -23,10 +22,6 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
-
-// waitFor bounds how long a test waits for something that should happen;
-// it is a failure deadline, not a timing assertion.
-const waitFor = 30 * time.Second
 
 // env is the whole stack: kfake, the gateway's real ingest, the delivery
 // engine, and the relay's handlers mounted on the gateway, served over a
@@ -113,126 +108,60 @@ func (e *env) postAs(token string, events ...string) {
 	}
 }
 
-// sseMsg is one SSE message or comment.
-type sseMsg struct {
-	comment         string
-	event, data, id string
-	hasID           bool
-}
-
+// sseClient is a GET /stream being read, with what came before the
+// stream-open comment.
 type sseClient struct {
+	*gatewaytest.SSEStream
 	t         testing.TB
-	resp      *http.Response
-	msgs      chan sseMsg
-	cancel    context.CancelFunc
-	first     sseMsg   // the stream-open comment
-	exhausted []string // replay-exhausted comments before it
+	first     gatewaytest.SSEMessage // the stream-open comment
+	exhausted []string               // replay-exhausted comments before it
 }
 
 // getSSE opens GET /stream with the query and headers; it fails the test on
 // a status other than 200.
 func (e *env) getSSE(query url.Values, hdr map[string]string) *sseClient {
 	e.t.Helper()
-	resp, cancel := e.rawSSE(query, hdr)
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		cancel()
-		e.t.Fatalf("GET /stream: %d %s", resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	s := gatewaytest.MustOpenSSE(e.t, e.url+"/stream?"+query.Encode(), gatewaytest.SSEOptions{Header: header(hdr), Buffer: 1024})
+	if ct := s.Resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		e.t.Fatalf("Content-Type %q", ct)
 	}
-	c := &sseClient{t: e.t, resp: resp, msgs: make(chan sseMsg, 1024), cancel: cancel}
-	go c.read()
-	e.t.Cleanup(c.close)
+	c := &sseClient{SSEStream: s, t: e.t}
 	// The stream is subscribed once its first comment arrives.
-	c.first = c.next()
-	for strings.HasPrefix(c.first.comment, "replay-exhausted") {
-		c.exhausted = append(c.exhausted, c.first.comment)
-		c.first = c.next()
+	c.first = c.Next()
+	for strings.HasPrefix(c.first.Comment(), "replay-exhausted") {
+		c.exhausted = append(c.exhausted, c.first.Comment())
+		c.first = c.Next()
 	}
-	if c.first.comment != "stream open" {
+	if c.first.Comment() != "stream open" {
 		e.t.Fatalf("first message %+v, want the stream-open comment", c.first)
 	}
 	return c
 }
 
-func (e *env) rawSSE(query url.Values, hdr map[string]string) (*http.Response, context.CancelFunc) {
+// rawSSE sends GET /stream and returns the response unread; cancel ends
+// the request.
+func (e *env) rawSSE(query url.Values, hdr map[string]string) (*http.Response, func()) {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/stream?"+query.Encode(), nil)
-	req.Header.Set("Accept", "text/event-stream")
+	resp := gatewaytest.RequestSSE(e.t, e.url+"/stream?"+query.Encode(), gatewaytest.SSEOptions{Header: header(hdr)})
+	return resp, func() { resp.Body.Close() }
+}
+
+func header(hdr map[string]string) http.Header {
+	h := http.Header{}
 	for k, v := range hdr {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		e.t.Fatal(err)
-	}
-	return resp, func() { cancel(); resp.Body.Close() }
-}
-
-func (c *sseClient) close() { c.cancel() }
-
-func (c *sseClient) read() {
-	defer close(c.msgs)
-	sc := bufio.NewScanner(c.resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<22)
-	var m sseMsg
-	empty := true
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if !empty {
-				c.msgs <- m
-			}
-			m, empty = sseMsg{}, true
-			continue
-		case strings.HasPrefix(line, ": "):
-			m.comment = line[2:]
-		case strings.HasPrefix(line, "event: "):
-			m.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			m.data = line[6:]
-		case strings.HasPrefix(line, "id: "):
-			m.id, m.hasID = line[4:], true
-		default:
-			m.comment = "UNPARSED " + line
-		}
-		empty = false
-	}
-}
-
-// next returns the next message or comment.
-func (c *sseClient) next() sseMsg {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.msgs:
-		if !ok {
-			c.t.Fatal("stream ended")
-		}
-		return m
-	case <-time.After(waitFor):
-		c.t.Fatal("no SSE message")
-	}
-	return sseMsg{}
+	return h
 }
 
 // nextEvent returns the next event message, skipping pings.
-func (c *sseClient) nextEvent() sseMsg {
+func (c *sseClient) nextEvent() gatewaytest.SSEMessage {
 	c.t.Helper()
-	for {
-		m := c.next()
-		if m.comment == "ping" {
-			continue
-		}
-		if m.comment != "" {
-			c.t.Fatalf("unexpected comment %q", m.comment)
-		}
-		return m
+	m := c.NextSkipping("ping")
+	if len(m.Comments) > 0 {
+		c.t.Fatalf("unexpected comment %q", m.Comment())
 	}
+	return m
 }
 
 // record finds the stored record of an event id in the tenant topic.
@@ -244,7 +173,7 @@ func (e *env) record(id string) *kgo.Record {
 		e.t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), gatewaytest.Wait)
 	defer cancel()
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
@@ -265,23 +194,18 @@ func (e *env) record(id string) *kgo.Record {
 // offset and its resolver has read what the indexer wrote.
 func (e *env) waitIndexed(p int32, offset int64) {
 	e.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	gatewaytest.Poll(e.t, fmt.Sprintf("partition %d indexed to %d", p, offset), func() bool {
+		x, ok := e.relay.Indexed(gateway.DevTenant, p)
+		return ok && x >= offset
+	})
 	// The resolver must also have read the checkpoints the indexer wrote.
-	for time.Now().Before(deadline) {
-		if x, ok := e.relay.Indexed(gateway.DevTenant, p); ok && x >= offset {
-			if ok, err := e.relay.IndexCaughtUp(context.Background(), gateway.DevTenant); err == nil && ok {
-				return
-			}
+	gatewaytest.Poll(e.t, fmt.Sprintf("the resolver to read the index of partition %d to %d", p, offset), func() bool {
+		if x, ok := e.relay.Indexed(gateway.DevTenant, p); !ok || x < offset {
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("partition %d not indexed to %d, or the resolver did not read the index", p, offset)
+		ok, err := e.relay.IndexCaughtUp(context.Background(), gateway.DevTenant)
+		return err == nil && ok
+	})
 }
 
 // deleteBefore deletes r's partition below r (retention, as the broker

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -58,11 +59,11 @@ func expectMarker(e *env, c *sseClient, k int) {
 	ev := rEvent(fmt.Sprintf("marker-%d", k), "s-marker", 0, k)
 	e.post(ev)
 	m := c.nextEvent()
-	if m.data != ev {
-		e.t.Fatalf("after the tail got %q, want the live marker %q", m.data, ev)
+	if m.Data != ev {
+		e.t.Fatalf("after the tail got %q, want the live marker %q", m.Data, ev)
 	}
-	if want := fmt.Sprintf("s-marker:0:%d", k); m.id != want {
-		e.t.Fatalf("marker id %q, want %q", m.id, want)
+	if want := fmt.Sprintf("s-marker:0:%d", k); m.ID != want {
+		e.t.Fatalf("marker id %q, want %q", m.ID, want)
 	}
 }
 
@@ -76,11 +77,11 @@ func TestSSEResumeFromEveryPosition(t *testing.T) {
 			c := e.getSSE(nil, map[string]string{"Last-Event-ID": fmt.Sprintf("s-a:%d:%d", from.epoch, from.seq)})
 			for _, p := range order[i+1:] {
 				m := c.nextEvent()
-				if m.data != raw[p] {
-					t.Fatalf("got %q, want %q", m.data, raw[p])
+				if m.Data != raw[p] {
+					t.Fatalf("got %q, want %q", m.Data, raw[p])
 				}
-				if want := fmt.Sprintf("s-a:%d:%d", p.epoch, p.seq); m.id != want || m.event != "tool.requested" {
-					t.Fatalf("id %q event %q, want %q tool.requested", m.id, m.event, want)
+				if want := fmt.Sprintf("s-a:%d:%d", p.epoch, p.seq); m.ID != want || m.Event != "tool.requested" {
+					t.Fatalf("id %q event %q, want %q tool.requested", m.ID, m.Event, want)
 				}
 			}
 			expectMarker(e, c, i)
@@ -108,8 +109,8 @@ func TestSSEFromSeveralSessions(t *testing.T) {
 	got := map[string][]string{}
 	for range len(want["s-a"]) + len(want[sb]) {
 		m := c.nextEvent()
-		s, _, _ := strings.Cut(m.id, ":")
-		got[s] = append(got[s], m.data)
+		s, _, _ := strings.Cut(m.ID, ":")
+		got[s] = append(got[s], m.Data)
 	}
 	for s := range want {
 		if fmt.Sprint(got[s]) != fmt.Sprint(want[s]) {
@@ -127,15 +128,15 @@ func TestSSELiveByteIdenticalAndIDs(t *testing.T) {
 	agent := `{"aep":"0.1","id":"live-2","type":"agent.heartbeat","time":"2026-07-03T10:14:00.000Z","source":"aep://host-a/agent/claude-code","agent":"claude-code","data":{}}`
 	e.post(sess, agent)
 	// The two events live on different partitions: no order between them.
-	got := map[string]sseMsg{}
+	got := map[string]gatewaytest.SSEMessage{}
 	for range 2 {
 		m := c.nextEvent()
-		got[m.event] = m
+		got[m.Event] = m
 	}
-	if m := got["tool.requested"]; m.data != sess || m.id != "s-live:3:7" {
+	if m := got["tool.requested"]; m.Data != sess || m.ID != "s-live:3:7" {
 		t.Fatalf("session-scoped event: got %+v", m)
 	}
-	if m := got["agent.heartbeat"]; m.data != agent || m.hasID {
+	if m := got["agent.heartbeat"]; m.Data != agent || m.HasID {
 		t.Fatalf("agent-scoped event: got %+v, want no id", m)
 	}
 }
@@ -144,7 +145,7 @@ func TestSSEFilterApplies(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.getSSE(url.Values{"filter": {`{"session":["s-keep"]}`}}, nil)
 	e.post(rEvent("d-1", "s-drop", 0, 0), rEvent("k-1", "s-keep", 0, 0))
-	if m := c.nextEvent(); m.id != "s-keep:0:0" {
+	if m := c.nextEvent(); m.ID != "s-keep:0:0" {
 		t.Fatalf("got %+v, want only s-keep", m)
 	}
 }
@@ -152,7 +153,7 @@ func TestSSEFilterApplies(t *testing.T) {
 func TestSSEPing(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.Ping = 20 * time.Millisecond })
 	c := e.getSSE(nil, nil)
-	if m := c.next(); m.comment != "ping" {
+	if m := c.Next(); m.Comment() != "ping" {
 		t.Fatalf("got %+v, want : ping", m)
 	}
 }
@@ -259,7 +260,7 @@ func colocated(session, prefix string) string {
 // comment first, naming the earliest position still held, then what is held.
 func TestSSEReplayExhausted(t *testing.T) {
 	e := newEnv(t, nil)
-	e.getSSE(nil, nil).close() // starts the tenant's indexer
+	e.getSSE(nil, nil).Close() // starts the tenant's indexer
 	order, raw := e.session("s-a", colocated("s-a", "s-b"))
 	last := e.record("s-a-1-3")
 	e.waitIndexed(last.Partition, last.Offset+1)
@@ -275,8 +276,8 @@ func TestSSEReplayExhausted(t *testing.T) {
 		t.Fatalf("markers %q, want [replay-exhausted s-a 0:3]", c.exhausted)
 	}
 	for _, p := range order[3:] {
-		if m := c.nextEvent(); m.data != raw[p] {
-			t.Fatalf("got %q, want %q", m.data, raw[p])
+		if m := c.nextEvent(); m.Data != raw[p] {
+			t.Fatalf("got %q, want %q", m.Data, raw[p])
 		}
 	}
 	expectMarker(e, c, 0)
@@ -286,8 +287,8 @@ func TestSSEReplayExhausted(t *testing.T) {
 		t.Fatalf("markers %q for a held position", c.exhausted)
 	}
 	for _, p := range order[5:] {
-		if m := c.nextEvent(); m.data != raw[p] {
-			t.Fatalf("got %q, want %q", m.data, raw[p])
+		if m := c.nextEvent(); m.Data != raw[p] {
+			t.Fatalf("got %q, want %q", m.Data, raw[p])
 		}
 	}
 }
@@ -301,8 +302,8 @@ func TestSSEReplayDedupes(t *testing.T) {
 	e.post(ev1, ev2) // retried after a lost response
 	c := e.getSSE(nil, map[string]string{"Last-Event-ID": "s-d:0:0"})
 	for _, want := range []string{ev1, ev2} {
-		if m := c.nextEvent(); m.data != want {
-			t.Fatalf("got %q, want %q", m.data, want)
+		if m := c.nextEvent(); m.Data != want {
+			t.Fatalf("got %q, want %q", m.Data, want)
 		}
 	}
 	expectMarker(e, c, 0)
@@ -338,11 +339,11 @@ func TestSSEReplayAll(t *testing.T) {
 	total += 7 + 8 // s-c lost its first event with s-a's; s-d kept all
 	for range total {
 		m := c.nextEvent()
-		if !m.hasID {
+		if !m.HasID {
 			t.Fatalf("agent-scoped event replayed: %+v", m)
 		}
-		s, _, _ := strings.Cut(m.id, ":")
-		got[s] = append(got[s], m.data)
+		s, _, _ := strings.Cut(m.ID, ":")
+		got[s] = append(got[s], m.Data)
 	}
 	for s, w := range want {
 		if fmt.Sprint(got[s]) != fmt.Sprint(w) {

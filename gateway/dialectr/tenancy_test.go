@@ -1,7 +1,6 @@
 package dialectr_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coder/websocket"
-
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // Nothing crosses tenants: streams, sockets and resumes of one tenant see
@@ -30,7 +28,8 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("SSE without a token: %d", resp.StatusCode)
 	}
-	if _, _, err := websocket.Dial(context.Background(), strings.Replace(e.url, "http", "ws", 1)+"/socket", nil); err == nil {
+	if c, _, err := gatewaytest.TryDialWS(gatewaytest.WSURL(e.url, "/socket"), gatewaytest.WSOptions{}); err == nil {
+		_ = c.CloseNow()
 		t.Fatal("WS without a token was accepted")
 	}
 
@@ -40,22 +39,22 @@ func TestTenantsAreIsolated(t *testing.T) {
 	e.postAs("key-globex", globex0, globex1)
 
 	a := e.getSSE(nil, map[string]string{"Authorization": "Bearer key-acme", "Last-Event-ID": "s-shared:0:0"})
-	if m := a.nextEvent(); m.data != acme1 {
-		t.Fatalf("acme resume got %q, want %q", m.data, acme1)
+	if m := a.nextEvent(); m.Data != acme1 {
+		t.Fatalf("acme resume got %q, want %q", m.Data, acme1)
 	}
-	g := e.dialWSAs("key-globex", consumerHello)
-	g.subscribe("r", `"from":[{"session":"s-shared","epoch":0,"seq":0}]`)
-	if b := g.nextRaw(); string(b) != globex1 {
+	g := e.dialWSAs("key-globex", gatewaytest.RConsumerHello)
+	g.Subscribe("r", `"from":[{"session":"s-shared","epoch":0,"seq":0}]`)
+	if b := g.NextFrame(); string(b) != globex1 {
 		t.Fatalf("globex resume got %s, want %s", b, globex1)
 	}
 	// Live: each sees its own next event only.
 	acme2, globex2 := rEvent("a-2", "s-shared", 0, 2), rEvent("g-2", "s-shared", 0, 2)
 	e.postAs("key-globex", globex2)
 	e.postAs("key-acme", acme2)
-	if m := a.nextEvent(); m.data != acme2 {
-		t.Fatalf("acme live got %q, want %q", m.data, acme2)
+	if m := a.nextEvent(); m.Data != acme2 {
+		t.Fatalf("acme live got %q, want %q", m.Data, acme2)
 	}
-	if b := g.nextRaw(); string(b) != globex2 {
+	if b := g.NextFrame(); string(b) != globex2 {
 		t.Fatalf("globex live got %s, want %s", b, globex2)
 	}
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 func TestWSHelloNegotiates(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.dialWS("")
-	w.send(`{"type":"hello","versions":["0.9","0.1"],"role":"both","identity":{"agent":"a"},"capabilities":{"unknown":{"x":1}}}`)
+	w.Send(`{"type":"hello","versions":["0.9","0.1"],"role":"both","identity":{"agent":"a"},"capabilities":{"unknown":{"x":1}}}`)
 	var h struct {
 		Type         string
 		Versions     []string
@@ -31,7 +32,7 @@ func TestWSHelloNegotiates(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal(w.nextRaw(), &h); err != nil {
+	if err := json.Unmarshal(w.NextFrame(), &h); err != nil {
 		t.Fatal(err)
 	}
 	if h.Type != "hello" || fmt.Sprint(h.Versions) != "[0.1]" || fmt.Sprint(h.Capabilities.Filters) != "[attr-match]" ||
@@ -53,18 +54,18 @@ func TestWSHelloRefusals(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := e.dialWS("")
-			w.send(c.first)
-			f := w.next()
-			if f.str("type") != "error" || f.str("code") != c.code || f.str("detail") == "" {
+			w.Send(c.first)
+			f := w.Next()
+			if f.Str("type") != "error" || f.Str("code") != c.code || f.Str("detail") == "" {
 				t.Fatalf("got %v, want error %s", f, c.code)
 			}
 			if c.code == "version-unsupported" && fmt.Sprint(f["versions"]) != "[0.1]" {
 				t.Fatalf("versions %v", f["versions"])
 			}
-			if f := w.next(); f.str("type") != "closing" {
+			if f := w.Next(); f.Str("type") != "closing" {
 				t.Fatalf("got %v, want closing", f)
 			}
-			if st := w.closed(); st != websocket.StatusPolicyViolation {
+			if st := w.Closed(); st != websocket.StatusPolicyViolation {
 				t.Fatalf("close status %v", st)
 			}
 		})
@@ -73,37 +74,32 @@ func TestWSHelloRefusals(t *testing.T) {
 
 func TestWSBinaryFrameRejected(t *testing.T) {
 	e := newEnv(t, nil)
-	w := e.dialWS(consumerHello)
-	if err := w.c.Write(t.Context(), websocket.MessageBinary, []byte(`{"type":"ping"}`)); err != nil {
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	if err := w.C.Write(t.Context(), websocket.MessageBinary, []byte(`{"type":"ping"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if st := w.closed(); st != websocket.StatusUnsupportedData {
+	if st := w.Closed(); st != websocket.StatusUnsupportedData {
 		t.Fatalf("close status %v, want 1003", st)
 	}
 }
 
 func TestWSPingPongAndUnknownFrames(t *testing.T) {
 	e := newEnv(t, nil)
-	w := e.dialWS(consumerHello)
-	w.send(`{"type":"roster-v9","x":1}`)
-	w.send(`{"type":"ping","t":12345}`)
-	if f := w.next(); f.str("type") != "pong" || f["t"] != float64(12345) {
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Send(`{"type":"roster-v9","x":1}`)
+	w.Send(`{"type":"ping","t":12345}`)
+	if f := w.Next(); f.Str("type") != "pong" || f["t"] != float64(12345) {
 		t.Fatalf("got %v, want pong t=12345", f)
 	}
 }
 
 func TestWSServerPings(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.Ping = 100 * time.Millisecond })
-	w := e.dialWS(consumerHello)
-	var b []byte
-	select {
-	case b = <-w.frames:
-	case <-time.After(waitFor):
-		t.Fatal("no frame")
-	}
-	var f frame
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	b := w.NextRaw() // the first frame, pings included
+	var f gatewaytest.RFrame
 	_ = json.Unmarshal(b, &f)
-	if f.str("type") != "ping" || f["t"] == nil {
+	if f.Str("type") != "ping" || f["t"] == nil {
 		t.Fatalf("got %s, want a ping", b)
 	}
 }
@@ -112,8 +108,8 @@ func TestWSServerPings(t *testing.T) {
 // subscription go on.
 func TestWSSubscribeErrorsInBand(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.MaxSubscriptions = 2 })
-	w := e.dialWS(consumerHello)
-	w.subscribe("live", `"filter":{"session":["s-1"]}`)
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("live", `"filter":{"session":["s-1"]}`)
 	refusals := []struct{ frame, id, code string }{
 		{`{"type":"subscribe","id":"x1","filter":{"type":["tool.*.progress"]}}`, "x1", "invalid-filter"},
 		{`{"type":"subscribe","id":"x2","filter":"not an object"}`, "x2", "invalid-filter"},
@@ -141,24 +137,24 @@ func TestWSSubscribeErrorsInBand(t *testing.T) {
 		refusals = append(refusals, struct{ frame, id, code string }{`{"type":"subscribe","id":"` + id + `","filter":` + string(f.Filter) + `}`, id, "invalid-filter"})
 	}
 	for _, r := range refusals {
-		w.send(r.frame)
-		f := w.next()
-		if f.str("type") != "error" || f.str("id") != r.id || f.str("code") != r.code || f.str("detail") == "" {
+		w.Send(r.frame)
+		f := w.Next()
+		if f.Str("type") != "error" || f.Str("id") != r.id || f.Str("code") != r.code || f.Str("detail") == "" {
 			t.Fatalf("%s: got %v, want error %s for %q", r.frame, f, r.code, r.id)
 		}
 	}
-	w.subscribe("second", `"filter":{"session":["s-2"]}`)
-	w.send(`{"type":"subscribe","id":"third"}`)
-	if f := w.next(); f.str("code") != "limit-exceeded" || f.str("id") != "third" {
+	w.Subscribe("second", `"filter":{"session":["s-2"]}`)
+	w.Send(`{"type":"subscribe","id":"third"}`)
+	if f := w.Next(); f.Str("code") != "limit-exceeded" || f.Str("id") != "third" {
 		t.Fatalf("got %v, want limit-exceeded for the third subscription", f)
 	}
 	ev1, ev2 := rEvent("e-1", "s-1", 0, 0), rEvent("e-2", "s-2", 0, 0)
 	e.post(ev1)
-	if b := w.nextRaw(); string(b) != ev1 {
+	if b := w.NextFrame(); string(b) != ev1 {
 		t.Fatalf("got %s, want %s", b, ev1)
 	}
 	e.post(ev2)
-	if b := w.nextRaw(); string(b) != ev2 {
+	if b := w.NextFrame(); string(b) != ev2 {
 		t.Fatalf("got %s, want %s", b, ev2)
 	}
 }
@@ -166,22 +162,22 @@ func TestWSSubscribeErrorsInBand(t *testing.T) {
 func TestWSResumeFromEveryPosition(t *testing.T) {
 	e := newEnv(t, nil)
 	order, raw := e.session("s-a", colocated("s-a", "s-b"))
-	w := e.dialWS(consumerHello)
+	w := e.dialWS(gatewaytest.RConsumerHello)
 	for i, p := range order {
 		id := fmt.Sprintf("r%d", i)
-		w.subscribe(id, fmt.Sprintf(`"filter":{"session":["s-a","s-marker"]},"from":[{"session":"s-a","epoch":%d,"seq":%d}]`, p.epoch, p.seq))
+		w.Subscribe(id, fmt.Sprintf(`"filter":{"session":["s-a","s-marker"]},"from":[{"session":"s-a","epoch":%d,"seq":%d}]`, p.epoch, p.seq))
 		for _, q := range order[i+1:] {
-			if b := w.nextRaw(); string(b) != raw[q] {
+			if b := w.NextFrame(); string(b) != raw[q] {
 				t.Fatalf("from %v: got %s, want %s", p, b, raw[q])
 			}
 		}
 		marker := rEvent(fmt.Sprintf("marker-%d", i), "s-marker", 0, i)
 		e.post(marker)
-		if b := w.nextRaw(); string(b) != marker {
+		if b := w.NextFrame(); string(b) != marker {
 			t.Fatalf("from %v: got %s, want the live marker", p, b)
 		}
-		w.send(`{"type":"unsubscribe","id":"` + id + `"}`)
-		if f := w.next(); f.str("type") != "unsubscribed" || f.str("id") != id {
+		w.Send(`{"type":"unsubscribe","id":"` + id + `"}`)
+		if f := w.Next(); f.Str("type") != "unsubscribed" || f.Str("id") != id {
 			t.Fatalf("got %v, want unsubscribed %s", f, id)
 		}
 	}
@@ -189,20 +185,20 @@ func TestWSResumeFromEveryPosition(t *testing.T) {
 
 func TestWSReplayExhaustedFrame(t *testing.T) {
 	e := newEnv(t, nil)
-	e.getSSE(nil, nil).close() // starts the tenant's indexer
+	e.getSSE(nil, nil).Close() // starts the tenant's indexer
 	order, raw := e.session("s-a", "s-b")
 	last := e.record("s-a-1-3")
 	e.waitIndexed(last.Partition, last.Offset+1)
 	e.deleteBefore(e.record("s-a-0-2"))
-	w := e.dialWS(consumerHello)
-	w.subscribe("r", `"from":[{"session":"s-a","epoch":0,"seq":0}]`)
-	f := w.next()
-	if f.str("type") != "replay-exhausted" || f.str("sub") != "r" || f.str("session") != "s-a" ||
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("r", `"from":[{"session":"s-a","epoch":0,"seq":0}]`)
+	f := w.Next()
+	if f.Str("type") != "replay-exhausted" || f.Str("sub") != "r" || f.Str("session") != "s-a" ||
 		fmt.Sprint(f["earliest"]) != "map[epoch:0 seq:2]" {
 		t.Fatalf("got %v, want replay-exhausted earliest 0:2", f)
 	}
 	for _, q := range order[2:] {
-		if b := w.nextRaw(); string(b) != raw[q] {
+		if b := w.NextFrame(); string(b) != raw[q] {
 			t.Fatalf("got %s, want %s", b, raw[q])
 		}
 	}
@@ -210,38 +206,38 @@ func TestWSReplayExhaustedFrame(t *testing.T) {
 
 func TestWSEmitter(t *testing.T) {
 	e := newEnv(t, nil)
-	consumer := e.dialWS(consumerHello)
-	consumer.subscribe("all", "")
+	consumer := e.dialWS(gatewaytest.RConsumerHello)
+	consumer.Subscribe("all", "")
 	emitter := e.dialWS(`{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"claude-code"}}`)
 	bad := `{"aep":"0.1","id":"bad-1","type":"tool.requested"}`
-	emitter.send(bad)
-	if f := emitter.next(); f.str("type") != "error" || f.str("code") != "invalid-event" || f.str("event") != "bad-1" {
+	emitter.Send(bad)
+	if f := emitter.Next(); f.Str("type") != "error" || f.Str("code") != "invalid-event" || f.Str("event") != "bad-1" {
 		t.Fatalf("got %v, want invalid-event for bad-1", f)
 	}
 	ev := rEvent("ws-1", "s-ws", 0, 0)
-	emitter.send(ev)
-	if b := consumer.nextRaw(); string(b) != ev {
+	emitter.Send(ev)
+	if b := consumer.NextFrame(); string(b) != ev {
 		t.Fatalf("consumer got %s, want %s", b, ev)
 	}
 	// An emitter-only connection may not subscribe; a consumer may not emit.
-	emitter.send(`{"type":"subscribe","id":"s"}`)
-	if f := emitter.next(); f.str("code") != "unauthorized" {
+	emitter.Send(`{"type":"subscribe","id":"s"}`)
+	if f := emitter.Next(); f.Str("code") != "unauthorized" {
 		t.Fatalf("got %v, want unauthorized", f)
 	}
-	consumer.send(rEvent("ws-2", "s-ws", 0, 1))
-	if f := consumer.next(); f.str("code") != "unauthorized" || f.str("event") != "ws-2" {
+	consumer.Send(rEvent("ws-2", "s-ws", 0, 1))
+	if f := consumer.Next(); f.Str("code") != "unauthorized" || f.Str("event") != "ws-2" {
 		t.Fatalf("got %v, want unauthorized", f)
 	}
 }
 
 func TestWSCapture(t *testing.T) {
 	e := newEnv(t, nil)
-	w := e.dialWS(consumerHello)
-	w.subscribe("none", `"capture":"none"`)
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("none", `"capture":"none"`)
 	ev := rEvent("c-1", "s-c", 0, 0)
 	e.post(ev)
 	var got map[string]any
-	if err := json.Unmarshal(w.nextRaw(), &got); err != nil {
+	if err := json.Unmarshal(w.NextFrame(), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got["capture"] != "none" || got["data"] != nil || got["id"] != "c-1" {
@@ -253,12 +249,12 @@ func TestWSCapture(t *testing.T) {
 // and session, then closes 1001.
 func TestWSClosingOnShutdown(t *testing.T) {
 	e := newEnv(t, nil)
-	w := e.dialWS(consumerHello)
-	w.subscribe("a", `"filter":{"session":["s-1"]}`)
-	w.subscribe("b", "")
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("a", `"filter":{"session":["s-1"]}`)
+	w.Subscribe("b", "")
 	e.post(rEvent("1", "s-1", 0, 0), rEvent("2", "s-1", 2, 5))
 	for range 4 { // both events on both subscriptions
-		w.nextRaw()
+		w.NextFrame()
 	}
 	_ = e.relay.Shutdown(context.Background())
 	var cf struct {
@@ -269,7 +265,7 @@ func TestWSClosingOnShutdown(t *testing.T) {
 			Epoch, Seq   int64
 		}
 	}
-	if err := json.Unmarshal(w.nextRaw(), &cf); err != nil {
+	if err := json.Unmarshal(w.NextFrame(), &cf); err != nil {
 		t.Fatal(err)
 	}
 	// Subscriptions are listed in first-delivery order, which between two
@@ -278,7 +274,7 @@ func TestWSClosingOnShutdown(t *testing.T) {
 	if cf.Type != "closing" || cf.Reason == "" || fmt.Sprint(cf.Delivered) != "[{a s-1 2 5} {b s-1 2 5}]" {
 		t.Fatalf("closing frame %+v", cf)
 	}
-	if st := w.closed(); st != websocket.StatusGoingAway {
+	if st := w.Closed(); st != websocket.StatusGoingAway {
 		t.Fatalf("close status %v", st)
 	}
 }
@@ -287,16 +283,16 @@ func TestWSClosingOnShutdown(t *testing.T) {
 // closing frame; so is one that never says hello.
 func TestWSSilentPeerClosed(t *testing.T) {
 	e := newEnv(t, func(c *dialectr.Config) { c.Ping = 100 * time.Millisecond })
-	for _, hello := range []string{consumerHello, ""} {
+	for _, hello := range []string{gatewaytest.RConsumerHello, ""} {
 		w := e.dialWS(hello)
 		for {
-			f := w.next()
-			if f.str("type") == "closing" {
+			f := w.Next()
+			if f.Str("type") == "closing" {
 				break
 			}
 			t.Fatalf("got %v, want closing", f)
 		}
-		if st := w.closed(); st != websocket.StatusPolicyViolation {
+		if st := w.Closed(); st != websocket.StatusPolicyViolation {
 			t.Fatalf("close status %v, want 1008", st)
 		}
 	}
@@ -306,16 +302,16 @@ func TestWSReplayAll(t *testing.T) {
 	e := newEnv(t, nil)
 	ev0, ev1 := rEvent("all-0", "s-all", 0, 0), rEvent("all-1", "s-all", 0, 1)
 	e.post(ev0, ev1)
-	w := e.dialWS(consumerHello)
-	w.subscribe("all", `"from":"all","filter":{"session":["s-all"]}`)
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("all", `"from":"all","filter":{"session":["s-all"]}`)
 	for _, want := range []string{ev0, ev1} {
-		if b := w.nextRaw(); string(b) != want {
+		if b := w.NextFrame(); string(b) != want {
 			t.Fatalf("got %s, want %s", b, want)
 		}
 	}
 	ev2 := rEvent("all-2", "s-all", 0, 2)
 	e.post(ev2)
-	if b := w.nextRaw(); string(b) != ev2 {
+	if b := w.NextFrame(); string(b) != ev2 {
 		t.Fatalf("live: got %s, want %s", b, ev2)
 	}
 }

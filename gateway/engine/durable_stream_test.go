@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -190,7 +191,7 @@ func TestDurableRedeliveryBackoffDeadLetter(t *testing.T) {
 	if string(recs[0].Key) != "s" || !json.Valid(recs[0].Value) {
 		t.Fatalf("dead-letter record %q %q", recs[0].Key, recs[0].Value)
 	}
-	poll(t, "commit past the dead-lettered events", func() bool { return committed(t, e, group)[0].Offset == 3 })
+	gatewaytest.Poll(t, "commit past the dead-lettered events", func() bool { return committed(t, e, group)[0].Offset == 3 })
 }
 
 // A rejection is final: dead-lettered at once with the consumer's error.
@@ -211,7 +212,7 @@ func TestDurableRejectDeadLetters(t *testing.T) {
 	if dl := d.DeadLetter; d.Kind != DurableDeadLettered || dl == nil || dl.Reason != (Rejection{Code: "task_error", Message: "cannot"}) || dl.Attempts != 1 {
 		t.Fatalf("dead letter %+v notice %s", dl, d.Notice)
 	}
-	poll(t, "commit past the rejected event", func() bool { return committed(t, e, group)[0].Offset == 1 })
+	gatewaytest.Poll(t, "commit past the rejected event", func() bool { return committed(t, e, group)[0].Offset == 1 })
 }
 
 // A full window stops reading the partition; acks let it go on from where
@@ -228,7 +229,7 @@ func TestDurableWindowBoundsReading(t *testing.T) {
 	for range 64 {
 		seen[recvD(t, s).Event.Attrs.ID] = true
 	}
-	poll(t, "64 pending", func() bool { return s.Stats().Pending == 64 })
+	gatewaytest.Poll(t, "64 pending", func() bool { return s.Stats().Pending == 64 })
 	for len(seen) < 150 {
 		for id := range seen {
 			s.Ack(id)
@@ -245,7 +246,7 @@ func TestDurableWindowBoundsReading(t *testing.T) {
 	for id := range seen {
 		s.Ack(id)
 	}
-	poll(t, "all committed", func() bool { return committed(t, e, group)[0].Offset == 150 })
+	gatewaytest.Poll(t, "all committed", func() bool { return committed(t, e, group)[0].Offset == 150 })
 }
 
 func readAll(t *testing.T, k *kafkaEnv, topic string, n int) []*kgo.Record {

@@ -93,18 +93,6 @@ func recv(t *testing.T, s *Subscription) (Delivery, bool) {
 	}
 }
 
-// poll waits for cond, failing after a generous bound.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestLiveFanoutByFilter(t *testing.T) {
 	k := newKafkaEnv(t, 3)
 	e := k.engine(nil)
@@ -180,7 +168,7 @@ func TestBestEffortDropsVisiblyAndNeverBlocks(t *testing.T) {
 			t.Fatalf("fast subscriber: %+v", d)
 		}
 	}
-	poll(t, "8 drops", func() bool { return slow.Dropped() == 8 })
+	gatewaytest.Poll(t, "8 drops", func() bool { return slow.Dropped() == 8 })
 	for i := range 2 {
 		if d, _ := recv(t, slow); d.Sequence != uint64(i+1) {
 			t.Fatalf("slow subscriber delivery %d has sequence %d", i, d.Sequence)
@@ -213,7 +201,7 @@ func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
 	for i := range n {
 		k.produce(int32(i%parts), "task.progress", "s", i)
 	}
-	poll(t, "a fallback", func() bool { return s.Fallbacks() > 0 && lossy.Dropped() > 0 })
+	gatewaytest.Poll(t, "a fallback", func() bool { return s.Fallbacks() > 0 && lossy.Dropped() > 0 })
 	var next [parts]int64
 	seq := uint64(0)
 	for seq < n {

@@ -72,18 +72,15 @@ func TestEngineMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
-		d, x := gauge(t, reg, "aep_delivery_events_total"), gauge(t, reg, "aep_delivery_dropped_total")
-		if d+x == n {
-			if d != 2 || x != n-2 {
-				t.Fatalf("delivered %v dropped %v with a queue of 2", d, x)
-			}
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("delivered %v + dropped %v never reached %d", d, x, n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var d, x float64
+	if !gatewaytest.Eventually(20*time.Second, 10*time.Millisecond, func() bool {
+		d, x = gauge(t, reg, "aep_delivery_events_total"), gauge(t, reg, "aep_delivery_dropped_total")
+		return d+x == n
+	}) {
+		t.Fatalf("delivered %v + dropped %v never reached %d", d, x, n)
+	}
+	if d != 2 || x != n-2 {
+		t.Fatalf("delivered %v dropped %v with a queue of 2", d, x)
 	}
 	sub.Close()
 	if v := gauge(t, reg, "aep_delivery_subscriptions"); v != 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,14 +130,13 @@ type SSEOptions struct {
 // SSEStream is an event stream being read by a goroutine it owns; Close
 // (also run by tb's cleanup) stops that goroutine and waits for it.
 type SSEStream struct {
-	tb     testing.TB
-	Resp   *http.Response
-	msgs   chan SSEMessage
-	quit   chan struct{} // closed by Close
-	done   chan struct{} // closed when the reader has returned
-	err    error         // why reading ended; read after done closes
-	cancel context.CancelFunc
-	once   sync.Once
+	tb   testing.TB
+	Resp *http.Response
+	msgs chan SSEMessage
+	quit chan struct{} // closed by Close
+	done chan struct{} // closed when the reader has returned
+	err  error         // why reading ended; read after done closes
+	once sync.Once
 }
 
 // OpenSSE sends GET url. On 200 with Content-Type text/event-stream it
@@ -144,6 +144,19 @@ type SSEStream struct {
 // response, whose body the caller reads and closes. A transport error or a
 // 200 of another content type fails tb.
 func OpenSSE(tb testing.TB, url string, o SSEOptions) (*SSEStream, *http.Response) {
+	tb.Helper()
+	resp := RequestSSE(tb, url, o)
+	if resp.StatusCode != http.StatusOK {
+		return nil, resp
+	}
+	return NewSSEStream(tb, resp, o.Buffer), resp
+}
+
+// RequestSSE sends GET url as OpenSSE does and returns the response
+// unread, for a benchmark that reads the raw stream itself; closing its
+// body ends the request. A transport error or a 200 whose Content-Type is
+// not text/event-stream fails tb. o.Buffer is ignored.
+func RequestSSE(tb testing.TB, url string, o SSEOptions) *http.Response {
 	tb.Helper()
 	cl := o.Client
 	if cl == nil {
@@ -164,18 +177,12 @@ func OpenSSE(tb testing.TB, url string, o SSEOptions) (*SSEStream, *http.Respons
 		cancel()
 		tb.Fatalf("GET %s: %v", url, err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body = cancelOnClose{resp.Body, cancel}
-		return nil, resp
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		cancel()
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode == http.StatusOK && !strings.HasPrefix(ct, "text/event-stream") {
 		resp.Body.Close()
 		tb.Fatalf("GET %s: Content-Type %q", url, ct)
 	}
-	s := NewSSEStream(tb, resp, o.Buffer)
-	s.cancel = cancel
-	return s, resp
+	return resp
 }
 
 // NewSSEStream reads the event stream of resp (a 200 the caller checked)
@@ -229,9 +236,6 @@ func (s *SSEStream) read() {
 func (s *SSEStream) Close() {
 	s.once.Do(func() {
 		close(s.quit)
-		if s.cancel != nil {
-			s.cancel()
-		}
 		s.Resp.Body.Close()
 	})
 	<-s.done
@@ -269,6 +273,18 @@ func (s *SSEStream) Next() SSEMessage {
 		s.tb.Fatal(err)
 	}
 	return m
+}
+
+// NextSkipping returns the next message, skipping comment-only messages
+// whose comment is one of skip (heartbeats, pings); it fails tb as Next does.
+func (s *SSEStream) NextSkipping(skip ...string) SSEMessage {
+	s.tb.Helper()
+	for {
+		m := s.Next()
+		if !m.IsComment() || !slices.Contains(skip, m.Comment()) {
+			return m
+		}
+	}
 }
 
 // NextN returns the next n messages.

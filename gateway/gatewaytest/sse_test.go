@@ -64,3 +64,29 @@ func TestOpenSSERefusedBody(t *testing.T) {
 		t.Fatalf("%d %q %v", resp.StatusCode, b, err)
 	}
 }
+
+// NextSkipping passes over the named comments only; RequestSSE hands the
+// body over unread.
+func TestNextSkippingAndRequestSSE(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, ": stream open\n\n: heartbeat\n\n: ping\n\nevent: a\ndata: 1\n\n: heartbeat\n\n: closing\n\n")
+	}))
+	defer hs.Close()
+	s := MustOpenSSE(t, hs.URL, SSEOptions{})
+	if m := s.NextSkipping("heartbeat", "ping"); m.Comment() != "stream open" {
+		t.Fatalf("got %+v, want the stream-open comment", m)
+	}
+	if m := s.NextSkipping("heartbeat", "ping"); m.Event != "a" || m.Data != "1" {
+		t.Fatalf("got %+v, want event a", m)
+	}
+	if m := s.NextSkipping("heartbeat"); m.Comment() != "closing" {
+		t.Fatalf("got %+v, want the closing comment", m)
+	}
+	resp := RequestSSE(t, hs.URL, SSEOptions{})
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.HasPrefix(string(b), ": stream open\n\n") {
+		t.Fatalf("raw body %q: %v", b, err)
+	}
+}

@@ -171,6 +171,17 @@ func (w *WSConn) End(d time.Duration) ([][]byte, websocket.StatusCode) {
 	}
 }
 
+// Closed reads the rest of the connection (logging what it discards) and
+// returns the close status, failing tb if it has not ended within Wait.
+func (w *WSConn) Closed() websocket.StatusCode {
+	w.tb.Helper()
+	rest, st := w.End(Wait)
+	for _, b := range rest {
+		w.tb.Logf("before close: %s", b)
+	}
+	return st
+}
+
 // Pings is how many WebSocket ping control frames the server sent; they
 // are answered by the library while the connection is read.
 func (w *WSConn) Pings() int64 { return w.pings.Load() }

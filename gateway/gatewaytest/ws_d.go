@@ -72,7 +72,7 @@ func DialWSD(tb testing.TB, url string, o WSOptions) *WSD {
 		tb.Fatalf("subprotocol %q, want %s", p, SubprotocolD)
 	}
 	w.Send(DControl("evt_gatewaytest_open", "session.opened", `{"session_id":"sess_gatewaytest","version":"0.1"}`))
-	if m := w.Next(); m.Type != "session.ready" || m.CausationID != "evt_gatewaytest_open" {
+	if m := w.Next(); m.Type != "session.ready" || m.CausationID != "evt_gatewaytest_open" || m.Str("session_id") != "sess_gatewaytest" {
 		tb.Fatalf("after session.opened: %s", m.Raw)
 	}
 	return w
@@ -86,6 +86,16 @@ func (w *WSD) Next() DEnvelope {
 		w.tb.Fatal(err)
 	}
 	return e
+}
+
+// Event returns the next envelope, which must be a delivered event.
+func (w *WSD) Event() DEnvelope {
+	w.tb.Helper()
+	m := w.Next()
+	if !m.Delivered() {
+		w.tb.Fatalf("not a delivered event: %s", m.Raw)
+	}
+	return m
 }
 
 // Subscribe sends subscription.requested with the filter object and
