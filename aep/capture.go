@@ -1,6 +1,11 @@
 package aep
 
-import "strconv"
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
+)
 
 // Dialect R capture levels and down-leveling at fan-out: AEP-0001 §8.2,
 // AEP-0002 §5.1 and §5.3, AEP-0003 §6.4. docs/dialects.md "Capture ceilings"
@@ -207,19 +212,18 @@ func (p *parser) downlevel(target Capture) []byte {
 				pos = m.end
 				continue
 			}
-			// Remove the member with one adjacent comma: the one after
-			// it when a member follows, else the one before it.
+			// Remove the member with one adjacent comma.
 			removed = true
-			if k+1 < p.n {
-				out = append(out, b[pos:p.nameStart(k)]...)
-				pos = p.nameStart(k + 1)
-			} else if k > 0 {
-				out = append(out, b[pos:p.mem(k-1).end]...)
-				pos = m.end
-			} else {
-				out = append(out, b[pos:p.nameStart(k)]...)
-				pos = m.end
+			prevEnd, next := -1, -1
+			if k > 0 {
+				prevEnd = p.mem(k - 1).end
 			}
+			if k+1 < p.n {
+				next = p.nameStart(k + 1)
+			}
+			from, to := jsonscan.CutMember(prevEnd, p.nameStart(k), m.end, next)
+			out = append(out, b[pos:from]...)
+			pos = to
 		}
 	}
 	if capIdx < 0 {
@@ -398,51 +402,6 @@ type pruner struct {
 	scratch []byte // decoded member names with escapes
 }
 
-func wsSkip(b []byte, i int) int {
-	for i < len(b) && isWS(b[i]) {
-		i++
-	}
-	return i
-}
-
-// strEnd returns the offset just past the validated string at b[i] == '"'.
-func strEnd(b []byte, i int) int {
-	for i++; ; i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-}
-
-// valEnd returns the offset just past the validated value at b[i].
-func valEnd(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return strEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for ; ; i++ {
-			switch b[i] {
-			case '"':
-				i = strEnd(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-	}
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isWS(b[i]) {
-		i++
-	}
-	return i
-}
-
 // objMember is one member of a nested object: its raw name (with quotes),
 // decoded name and value span.
 type objMember struct {
@@ -451,53 +410,25 @@ type objMember struct {
 	vStart, vEnd int
 }
 
-// members calls fn for each member of the object at b[i] == '{' and returns
-// the offset just past it. name is only valid during the call.
-func (w *pruner) members(i int, fn func(m objMember)) int {
-	b := w.b
-	i = wsSkip(b, i+1)
-	if b[i] == '}' {
-		return i + 1
-	}
-	var m objMember
-	for {
-		ne := strEnd(b, i)
-		m.rawName = b[i:ne]
-		m.name = b[i+1 : ne-1]
-		for _, c := range m.name {
-			if c == '\\' {
-				w.scratch = appendUnescaped(w.scratch[:0], m.name)
-				m.name = w.scratch
-				break
-			}
+// members calls fn for each member of the object at b[i] == '{'. name is
+// only valid during the call.
+func (w *pruner) members(i int, fn func(m objMember)) {
+	it := jsonscan.Object(w.b, i)
+	for jm, ok := it.Next(); ok; jm, ok = it.Next() {
+		m := objMember{rawName: w.b[jm.Name:jm.NameEnd], name: jm.RawName(w.b), vStart: jm.Value, vEnd: jm.End}
+		if bytes.IndexByte(m.name, '\\') >= 0 {
+			w.scratch = jsonscan.AppendUnescaped(w.scratch[:0], m.name)
+			m.name = w.scratch
 		}
-		m.vStart = wsSkip(b, wsSkip(b, ne)+1)
-		m.vEnd = valEnd(b, m.vStart)
 		fn(m)
-		i = wsSkip(b, m.vEnd)
-		if b[i] == '}' {
-			return i + 1
-		}
-		i = wsSkip(b, i+1)
 	}
 }
 
-// elements calls fn for each element start of the array at b[i] == '[' and
-// returns the offset just past it.
-func (w *pruner) elements(i int, fn func(start, end int)) int {
-	b := w.b
-	i = wsSkip(b, i+1)
-	if b[i] == ']' {
-		return i + 1
-	}
-	for {
-		end := valEnd(b, i)
-		fn(i, end)
-		i = wsSkip(b, end)
-		if b[i] == ']' {
-			return i + 1
-		}
-		i = wsSkip(b, i+1)
+// elements calls fn for each element span of the array at b[i] == '['.
+func (w *pruner) elements(i int, fn func(start, end int)) {
+	it := jsonscan.Array(w.b, i)
+	for s, e, ok := it.Next(); ok; s, e, ok = it.Next() {
+		fn(s, e)
 	}
 }
 
@@ -606,19 +537,19 @@ func (w *pruner) degrade(first *bool, m *objMember, d degrade) {
 func (w *pruner) synthPrompt() []byte {
 	s := make([]byte, 0, 64)
 	s = append(append(s, w.agent...), " requests "...)
-	kind := -1 // offset of data.kind when it is a string
+	var kind []byte // data.kind when it is a string, with its quotes
 	w.members(w.data, func(m objMember) {
 		if string(m.name) == "kind" { // the last one, as JSON decoders do
-			kind = -1
+			kind = nil
 			if w.b[m.vStart] == '"' {
-				kind = m.vStart
+				kind = w.b[m.vStart:m.vEnd]
 			}
 		}
 	})
-	if kind < 0 {
+	if kind == nil {
 		s = append(s, "attention"...)
 	} else {
-		s = appendUnescaped(s, w.b[kind+1:strEnd(w.b, kind)-1])
+		s = jsonscan.AppendUnescaped(s, kind[1:len(kind)-1])
 	}
 	if w.subject != nil {
 		s = append(append(s, ": "...), w.subject...)

@@ -3,6 +3,8 @@ package aep
 import (
 	"strconv"
 	"strings"
+
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
 )
 
 // Parse detects the dialect from the version attribute ("aep" => R,
@@ -191,7 +193,7 @@ func (p *parser) get(a attr) *member {
 // str returns the decoded bytes of string member m.
 func (p *parser) str(m *member) []byte {
 	if m.esc {
-		return appendUnescaped(nil, m.strBody(p.b))
+		return jsonscan.AppendUnescaped(nil, m.strBody(p.b))
 	}
 	return m.strBody(p.b)
 }
@@ -258,7 +260,7 @@ func (p *parser) appendExtValue(dst []byte, m *member) []byte {
 	raw := m.raw(p.b)
 	switch {
 	case m.kind == vString && m.esc:
-		return appendJSONStr(dst, appendUnescaped(nil, m.strBody(p.b)))
+		return appendJSONStr(dst, jsonscan.AppendUnescaped(nil, m.strBody(p.b)))
 	case m.kind == vNumber && string(raw) == "-0":
 		return append(dst, '0')
 	}

@@ -2,15 +2,18 @@ package aep
 
 import (
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
 )
 
 // The scanner validates JSON syntax (RFC 8259) and UTF-8 in one pass over the
 // bytes, records the envelope's top-level members (name, value span, value
 // kind) and skips nested values with a depth count. It never builds a tree
 // and never allocates on the happy path except for a member name written with
-// escapes.
+// escapes. The validation (syntax, UTF-8, unpaired surrogates, depth) is its
+// own; whitespace and escape decoding come from internal/jsonscan, which
+// also walks the values once they are validated (walk.go).
 
 type valKind uint8
 
@@ -101,14 +104,7 @@ func (s *scanner) add(m member) {
 	s.n++
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func (s *scanner) skipWS(i int) int {
-	for i < len(s.b) && isWS(s.b[i]) {
-		i++
-	}
-	return i
-}
+func (s *scanner) skipWS(i int) int { return jsonscan.SkipSpace(s.b, i) }
 
 // unexpected reports what was found at i when something else was wanted.
 func (s *scanner) unexpected(i int, want string) *failure {
@@ -173,7 +169,7 @@ func (s *scanner) topMember(i int) (int, *failure) {
 	}
 	var name []byte
 	if nameEsc {
-		name = appendUnescaped(nil, b[i+1:nameEnd-1])
+		name = jsonscan.AppendUnescaped(nil, b[i+1:nameEnd-1])
 	} else {
 		name = b[i+1 : nameEnd-1]
 	}
@@ -369,51 +365,24 @@ func (s *scanner) scanString(i int) (int, bool, *failure) {
 }
 
 // escapeLen validates the escape sequence at b[i] == '\\' and returns its
-// length (6 or 12 bytes for \u escapes, 12 for a surrogate pair).
+// length (2, 6, or 12 for a surrogate pair).
 func escapeLen(b []byte, i int) (int, *failure) {
-	if i+1 >= len(b) {
+	r, n := jsonscan.Escape(b, i)
+	switch {
+	case n == 0 && i+1 >= len(b):
 		return 0, failAt(KindSyntax, i, "unterminated escape")
-	}
-	switch b[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2, nil
-	case 'u':
-		r, ok := hex4(b, i+2)
-		if !ok {
-			return 0, failAt(KindSyntax, i, `invalid \u escape`)
+	case n == 0 && b[i+1] == 'u':
+		return 0, failAt(KindSyntax, i, `invalid \u escape`)
+	case n == 0:
+		return 0, failAt(KindSyntax, i, "invalid escape")
+	case n == 6 && r == utf8.RuneError:
+		// Escape decodes an unpaired surrogate to U+FFFD, as decoders
+		// do; only a written \uFFFD is that character.
+		if h, _ := jsonscan.Hex4(b, i+2); h != utf8.RuneError {
+			return 0, failAt(KindSyntax, i, `unpaired surrogate in \u escape`)
 		}
-		if !utf16.IsSurrogate(r) {
-			return 6, nil
-		}
-		if r < 0xDC00 && i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if r2, ok := hex4(b, i+8); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
-				return 12, nil
-			}
-		}
-		return 0, failAt(KindSyntax, i, `unpaired surrogate in \u escape`)
 	}
-	return 0, failAt(KindSyntax, i, "invalid escape")
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if len(b)-i < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
+	return n, nil
 }
 
 // scanNumber validates the JSON number starting at i.
@@ -457,47 +426,6 @@ func (s *scanner) scanNumber(i int) (int, *failure) {
 		}
 	}
 	return i, nil
-}
-
-// appendUnescaped appends the decoded form of a validated string body.
-func appendUnescaped(dst, src []byte) []byte {
-	for i := 0; i < len(src); {
-		if src[i] != '\\' {
-			j := i + 1
-			for j < len(src) && src[j] != '\\' {
-				j++
-			}
-			dst = append(dst, src[i:j]...)
-			i = j
-			continue
-		}
-		c := src[i+1]
-		i += 2
-		switch c {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, _ := hex4(src, i)
-			i += 4
-			if utf16.IsSurrogate(r) {
-				r2, _ := hex4(src, i+2)
-				r = utf16.DecodeRune(r, r2)
-				i += 6
-			}
-			dst = utf8.AppendRune(dst, r)
-		default: // '"', '\\', '/'
-			dst = append(dst, c)
-		}
-	}
-	return dst
 }
 
 // quoteTrunc quotes b for an error message, cut to a readable length.

@@ -198,54 +198,42 @@ func (p *parser) evidenceChainD(m *member) *failure {
 	if f := wantKindD(m, vArray, "an array of {source, id} objects"); f != nil {
 		return f
 	}
-	b := p.b
 	bad := func(k int, why string) *failure {
 		return fail(KindInvalid, "evidence_chain", "evidence_chain["+strconv.Itoa(k)+"] "+why)
 	}
-	i := p.skipWS(m.start + 1)
-	if b[i] == ']' {
-		return nil
-	}
 	// The bytes were validated by the scan: only the shape is checked here.
+	els := p.elements(m.start)
 	for k := 0; ; k++ {
-		if b[i] != '{' {
+		e, ok := els.next()
+		if !ok {
+			return nil
+		}
+		if e.kind != vObject {
 			return bad(k, "must be an object")
 		}
 		var src, id bool
-		j := p.skipWS(i + 1)
-		for b[j] != '}' {
-			kend, kesc, _ := p.scanString(j)
-			name := b[j+1 : kend-1]
-			if kesc {
-				name = appendUnescaped(nil, name)
+		it := p.members(e.start)
+		for {
+			name, v, ok := it.next()
+			if !ok {
+				break
 			}
-			j = p.skipWS(p.skipWS(kend) + 1)
-			vend, vkind, _ := p.skipValue(j, 0)
 			switch string(name) {
 			case "source":
-				src = vkind == vString
+				src = v.kind == vString
 				if !src {
 					return bad(k, "source must be a string")
 				}
 			case "id":
-				id = vkind == vString
+				id = v.kind == vString
 				if !id {
 					return bad(k, "id must be a string")
 				}
-			}
-			j = p.skipWS(vend)
-			if b[j] == ',' {
-				j = p.skipWS(j + 1)
 			}
 		}
 		if !src || !id {
 			return bad(k, "needs string members source and id")
 		}
-		i = p.skipWS(j + 1)
-		if b[i] == ']' {
-			return nil
-		}
-		i = p.skipWS(i + 1) // ','
 	}
 }
 

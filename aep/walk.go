@@ -1,14 +1,18 @@
 package aep
 
 import (
+	"bytes"
 	"math"
 	"strconv"
+
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
 )
 
 // Walking nested values that the scan has already validated: the delivery
-// member of a D event and, with payload validation on, the data of a
-// registered R type. The bytes are known to be valid JSON, so the walk only
-// finds spans; it does not check syntax again.
+// member and evidence_chain of a D event and, with payload validation on,
+// the data of a registered R type. The bytes are known to be valid JSON, so
+// the walk only finds spans with internal/jsonscan; it does not check
+// syntax again.
 
 // span is one JSON value of the input: b[start:end], of the given kind.
 type span struct {
@@ -16,66 +20,74 @@ type span struct {
 	kind       valKind
 }
 
+// spanAt returns the span of the validated value b[start:end].
+func spanAt(b []byte, start, end int) span {
+	k := vNumber
+	switch b[start] {
+	case '"':
+		k = vString
+	case '{':
+		k = vObject
+	case '[':
+		k = vArray
+	case 't':
+		k = vTrue
+	case 'f':
+		k = vFalse
+	case 'n':
+		k = vNull
+	}
+	return span{start: start, end: end, kind: k}
+}
+
+// memberName returns a member's decoded name: a sub-slice of b unless it is
+// written with escapes, then decoded into scratch[:0].
+func memberName(b []byte, m *jsonscan.Member, scratch []byte) []byte {
+	name := m.RawName(b)
+	if bytes.IndexByte(name, '\\') >= 0 {
+		return jsonscan.AppendUnescaped(scratch[:0], name)
+	}
+	return name
+}
+
 // objIter iterates over the members of a validated JSON object.
 type objIter struct {
-	s *scanner
-	i int // index of the next member name, or of the closing '}'
+	b  []byte
+	it jsonscan.Members
 }
 
 // members starts an iteration over the object that begins at b[start] == '{'.
 func (s *scanner) members(start int) objIter {
-	return objIter{s: s, i: s.skipWS(start + 1)}
+	return objIter{b: s.b, it: jsonscan.Object(s.b, start)}
 }
 
 // next returns the next member's decoded name and value; ok is false after
 // the last one. The name is a sub-slice of the input unless it has escapes.
 func (it *objIter) next() (name []byte, v span, ok bool) {
-	b := it.s.b
-	if it.i >= len(b) || b[it.i] != '"' {
+	m, ok := it.it.Next()
+	if !ok {
 		return nil, span{}, false
 	}
-	kend, kesc, _ := it.s.scanString(it.i)
-	name = b[it.i+1 : kend-1]
-	if kesc {
-		name = appendUnescaped(nil, name)
-	}
-	v = it.s.valueAt(it.s.skipWS(it.s.skipWS(kend) + 1))
-	it.i = it.s.skipWS(v.end)
-	if it.i < len(b) && b[it.i] == ',' {
-		it.i = it.s.skipWS(it.i + 1)
-	}
-	return name, v, true
+	return memberName(it.b, &m, nil), spanAt(it.b, m.Value, m.End), true
 }
 
 // arrIter iterates over the elements of a validated JSON array.
 type arrIter struct {
-	s *scanner
-	i int
+	b  []byte
+	it jsonscan.Elements
 }
 
 // elements starts an iteration over the array that begins at b[start] == '['.
 func (s *scanner) elements(start int) arrIter {
-	return arrIter{s: s, i: s.skipWS(start + 1)}
+	return arrIter{b: s.b, it: jsonscan.Array(s.b, start)}
 }
 
 func (it *arrIter) next() (v span, ok bool) {
-	b := it.s.b
-	if it.i >= len(b) || b[it.i] == ']' {
+	start, end, ok := it.it.Next()
+	if !ok {
 		return span{}, false
 	}
-	v = it.s.valueAt(it.i)
-	it.i = it.s.skipWS(v.end)
-	if it.i < len(b) && b[it.i] == ',' {
-		it.i = it.s.skipWS(it.i + 1)
-	}
-	return v, true
-}
-
-// valueAt returns the span of the validated value at b[i]. The scan already
-// enforced MaxDepth, so the depth given to skipValue starts far below it.
-func (s *scanner) valueAt(i int) span {
-	end, kind, _ := s.skipValue(i, -1<<30)
-	return span{start: i, end: end, kind: kind}
+	return spanAt(it.b, start, end), true
 }
 
 // raw returns the value's bytes.
@@ -83,19 +95,7 @@ func (s *scanner) raw(v span) []byte { return s.b[v.start:v.end] }
 
 // strEq reports whether the string value v decodes to lit.
 func (s *scanner) strEq(v span, lit string) bool {
-	if v.kind != vString {
-		return false
-	}
-	body := s.b[v.start+1 : v.end-1]
-	if string(body) == lit {
-		return true
-	}
-	for _, c := range body {
-		if c == '\\' {
-			return string(appendUnescaped(nil, body)) == lit
-		}
-	}
-	return false
+	return v.kind == vString && jsonscan.StringEquals(s.raw(v), lit)
 }
 
 // oneOf reports whether the string value v decodes to one of set.

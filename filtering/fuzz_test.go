@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
 )
 
 // fuzzEvents are evaluated against every filter the fuzzer accepts, so that
@@ -120,13 +121,13 @@ func FuzzRawScalar(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		raw = trimJSONSpace(raw) // equalRaw trims before comparing
+		raw = jsonscan.TrimSpace(raw) // equalRaw trims before comparing
 		var s string
 		if json.Unmarshal(raw, &s) == nil && len(raw) > 0 && raw[0] == '"' {
-			if !jsonStringEquals(raw, s) {
+			if sc := (scalar{kind: kString, s: s}); !sc.equalRaw(raw) {
 				t.Fatalf("%s does not equal its decoding %q", raw, s)
 			}
-			if jsonStringEquals(raw, s+"x") {
+			if sc := (scalar{kind: kString, s: s + "x"}); sc.equalRaw(raw) {
 				t.Fatalf("%s equals %q", raw, s+"x")
 			}
 		}

@@ -24,4 +24,14 @@ func BenchmarkAppendData(b *testing.B) {
 			buf, _ = appendData(buf[:0], benchEvent, ModeReplayable, 12345, cur)
 		}
 	})
+	// An event relayed from an upstream hop carries a delivery member,
+	// which is found by the member scan and replaced.
+	relayed := append(append([]byte(nil), benchEvent[:len(benchEvent)-1]...), `,"delivery":{"mode":"replayable","sequence":9,"cursor":"up"}}`...)
+	b.Run("replace-delivery", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 1024)
+		for b.Loop() {
+			buf, _ = appendData(buf[:0], relayed, ModeReplayable, 12345, cur)
+		}
+	})
 }

@@ -3,6 +3,8 @@ package dialectd
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/aep-gateway/aep-gateway/internal/jsonscan"
 )
 
 // appendData appends to dst the SSE data of one dialect D event: the stored
@@ -14,10 +16,10 @@ import (
 // event is not a JSON object; dst is returned unchanged then.
 func appendData(dst, event []byte, mode string, seq uint64, cur string) ([]byte, bool) {
 	end := len(event)
-	for end > 0 && isSpace(event[end-1]) {
+	for end > 0 && jsonscan.IsSpace(event[end-1]) {
 		end--
 	}
-	first := skipSpace(event, 0)
+	first := jsonscan.SkipSpace(event, 0)
 	if end == 0 || event[end-1] != '}' || first >= end || event[first] != '{' {
 		return dst, false
 	}
@@ -31,7 +33,7 @@ func appendData(dst, event []byte, mode string, seq uint64, cur string) ([]byte,
 	n := len(dst)
 	dst = appendOneLine(dst, body, cutFrom, cutTo)
 	last := len(dst) - 1
-	for last >= n && isSpace(dst[last]) {
+	for last >= n && jsonscan.IsSpace(dst[last]) {
 		last--
 	}
 	if last >= n && dst[last] != '{' {
@@ -74,113 +76,21 @@ func appendNoBreaks(dst, b []byte) []byte {
 
 // memberSpan finds the top-level member name of the JSON object b and
 // returns the bytes to cut to remove it with one adjacent comma. Member
-// names are compared as written (an escaped name does not match).
+// names are compared as written (an escaped name does not match); aep
+// refuses a delivery member whose name is escaped. ok is false when there
+// is no such member or b is malformed before it.
 func memberSpan(b []byte, name string) (start, end int, ok bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return 0, 0, false
-	}
-	i++
+	it := jsonscan.Object(b, jsonscan.SkipSpace(b, 0))
 	prevEnd := -1 // end of the previous member's value
 	for {
-		i = skipSpace(b, i)
-		if i >= len(b) || b[i] != '"' {
+		m, ok := it.Next()
+		if !ok {
 			return 0, 0, false
 		}
-		keyStart := i
-		j := skipString(b, i)
-		if j < 0 {
-			return 0, 0, false
+		if string(m.RawName(b)) == name {
+			start, end = jsonscan.CutMember(prevEnd, m.Name, m.End, m.Next)
+			return start, end, true
 		}
-		key := b[i+1 : j-1]
-		i = skipSpace(b, j)
-		if i >= len(b) || b[i] != ':' {
-			return 0, 0, false
-		}
-		vEnd := skipValue(b, skipSpace(b, i+1))
-		if vEnd < 0 {
-			return 0, 0, false
-		}
-		i = skipSpace(b, vEnd)
-		if i >= len(b) {
-			return 0, 0, false
-		}
-		if string(key) == name {
-			if b[i] == ',' {
-				return keyStart, skipSpace(b, i+1), true
-			}
-			if prevEnd >= 0 { // last member: take the comma before it
-				return prevEnd, vEnd, true
-			}
-			return keyStart, vEnd, true
-		}
-		switch b[i] {
-		case ',':
-			prevEnd = vEnd
-			i++
-		default:
-			return 0, 0, false
-		}
+		prevEnd = m.End
 	}
 }
-
-// skipString returns the index after the JSON string starting at b[i], or -1.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i], or -1.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				j := skipString(b, i)
-				if j < 0 {
-					return -1
-				}
-				i = j - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
