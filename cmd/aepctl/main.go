@@ -34,6 +34,7 @@ Usage:
   aepctl publish [flags] [FILE|-]   post NDJSON events to the gateway
   aepctl gen [flags]                print synthetic valid events as NDJSON
   aepctl bench ingest [flags]       bounded ingest load test (loopback only by default)
+  aepctl target --session S [flags] a control-capable target on /socket (AEP-0004)
 
 Run "aepctl COMMAND --help" for the flags of a command.
 Environment: AEPCTL_URL (default http://127.0.0.1:8080), AEPCTL_TOKEN.
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "target":
+		err = cmdTarget(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
