@@ -144,7 +144,8 @@ func TestReplayGate(t *testing.T) {
 		{gateEvent(0, 14, "src", "4", "a", 1, 6, true), false},  // duplicate (source, id)
 		{gateEvent(0, 15, "other", "4", "a", 1, 6, true), true}, // same id, other source
 		{gateEvent(0, 16, "src", "5", "a", 2, 0, true), true},   // new epoch
-		{gateEvent(0, 17, "src", "6", "a", 2, 1, false), false}, // no seq: not positioned
+		{gateEvent(0, 17, "src", "6", "a", 2, 1, false), true},  // no seq: after the resolved offset
+		{gateEvent(0, 9, "src", "6b", "a", 2, 1, false), false}, // no seq: before it
 		{gateEvent(0, 18, "src", "7", "b", 9, 9, true), false},  // not named
 		{gateEvent(0, 100, "src", "8", "b", 0, 0, true), true},  // live from the request
 		{gateEvent(0, 101, "src", "1", "a", 1, 5, true), true},  // live: as received
@@ -165,7 +166,7 @@ func TestReplayGate(t *testing.T) {
 func testGate(positions map[string]cursor.Position, liveFrom []int64, dedupe, buffer int) *replayGate {
 	g := &replayGate{sessions: map[string]*heldSession{}, liveFrom: liveFrom, seen: map[dedupeKey]struct{}{}, max: dedupe, buffer: buffer}
 	for s, p := range positions {
-		g.sessions[s] = &heldSession{pos: p}
+		g.sessions[s] = &heldSession{pos: p, from: 10} // resolved offset 10
 		g.order = append(g.order, s)
 	}
 	slices.Sort(g.order)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
@@ -81,7 +82,7 @@ func (rl *Relay) planResume(ctx context.Context, tn tenant.Tenant, positions []c
 		if err != nil {
 			return nil, fmt.Errorf("dialectr: resolve %s: %w", pos, err)
 		}
-		hs := &heldSession{pos: pos}
+		hs := &heldSession{pos: pos, from: r.Offset}
 		if r.Gap != nil {
 			hs.gap, hs.gapEarliest = true, r.Gap.Earliest
 		}
@@ -115,9 +116,10 @@ type heldSession struct {
 	gapEarliest *cursor.Position // the first the log holds, with gap
 	ring        []*engine.Event  // held window, oldest first from head
 	head        int
-	bytes       int  // of the held events' values
-	evicted     bool // the window dropped an event: pos predates it
-	flushed     bool // marker and window sent; later events pass through
+	from        int64 // resolved offset: the log after the position
+	bytes       int   // of the held events' values
+	evicted     bool  // the window dropped an event: pos predates it
+	flushed     bool  // marker and window sent; later events pass through
 }
 
 // replayGate decides, during a catch-up, which events go out. It is owned
@@ -156,19 +158,12 @@ func (g *replayGate) offer(ev *engine.Event, out []gateItem) []gateItem {
 	}
 	var hs *heldSession
 	if g.all {
-		if a.Session == "" || !a.HasSeq {
+		if a.Session == "" {
 			return out // replay-all replays session buffers
 		}
 	} else {
 		hs = g.sessions[a.Session]
-		if hs == nil || !a.HasSeq {
-			return out
-		}
-		epoch := int64(0)
-		if a.HasEpoch {
-			epoch = a.Epoch
-		}
-		if !hs.pos.After(epoch, a.Seq) {
+		if hs == nil || !hs.follows(a, ev.Record.Offset) {
 			return out
 		}
 	}
@@ -201,6 +196,22 @@ func (g *replayGate) offer(ev *engine.Event, out []gateItem) []gateItem {
 
 // maxHeldBytes bounds the bytes of the held windows of one stream.
 const maxHeldBytes = 32 << 20
+
+// follows reports whether a replayed event of the session comes after the
+// resume position: a positioned event when it is strictly after it; one
+// without seq (a command, attention.routed: AEP-0001 §5.2's foreign
+// emitters) when the log holds it after the session's last event at or
+// before the position (the resolved offset).
+func (hs *heldSession) follows(a *aep.Attrs, offset int64) bool {
+	if !a.HasSeq {
+		return offset >= hs.from
+	}
+	epoch := int64(0)
+	if a.HasEpoch {
+		epoch = a.Epoch
+	}
+	return hs.pos.After(epoch, a.Seq)
+}
 
 // flush appends every named session's marker and held window not sent
 // yet, in request order: the catch-up is over.
@@ -239,9 +250,11 @@ func (hs *heldSession) flush(out []gateItem) []gateItem {
 	n := len(hs.ring)
 	if hs.evicted || hs.gap {
 		m := exhausted{Session: hs.pos.Session, Earliest: hs.gapEarliest}
-		if n > 0 {
-			first, _ := positionOf(&hs.ring[hs.head].Attrs)
-			m.Earliest = &first
+		for i := 0; i < n; i++ { // the first held event with a position
+			if first, ok := positionOf(&hs.ring[(hs.head+i)%n].Attrs); ok {
+				m.Earliest = &first
+				break
+			}
 		}
 		out = append(out, gateItem{mark: &m})
 	}
