@@ -112,7 +112,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 	for _, v := range vals {
 		var ev struct {
 			Type, ID, Cause, Run string
-			Data             struct{ Reason string }
+			Data                 struct{ Reason string }
 		}
 		if err := json.Unmarshal(v, &ev); err != nil {
 			t.Fatal(err)
