@@ -126,7 +126,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "dialect R replay buffer, in events per session: a resume replays at most this many of the session's latest events the log holds (--topic-retention bounds it further); a position predating them gets replay-exhausted; advertised in discovery and hello; 0: no bound but retention (at most 100000)")
 	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
-	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R (empty: random per process)")
+	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R, unique in the deployment (empty: random per process)")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")

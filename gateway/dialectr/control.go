@@ -159,6 +159,9 @@ func (c *wsConn) command(data []byte, id string) {
 	case len(claims) > 1:
 		c.refuseCommand(id, aep.CodeRAmbiguous, fmt.Sprintf("%d live connections claim session %s; the relay never picks one", len(claims), trunc(a.Session)))
 		return
+	case claims[0].rec.NoControl:
+		c.refuseCommand(id, aep.CodeRUnauthorized, "the claimant of session "+trunc(a.Session)+" is connected through an unauthenticated binding; control never flows there (AEP-0004 §4.1)")
+		return
 	case !claims[0].accepted(a.Type):
 		c.refuseCommand(id, aep.CodeRUnsupported, fmt.Sprintf("the claimant of session %s did not declare %s in control.accepts", trunc(a.Session), a.Type))
 		return
@@ -199,8 +202,8 @@ func (p *presence) deliver(ctx context.Context, r *kgo.Record) {
 	p.mu.Lock()
 	c := p.local[key]
 	p.mu.Unlock()
-	if c == nil {
-		return
+	if c == nil || !p.rl.cfg.Authenticated {
+		return // another node's claim; or never on an unauthenticated binding
 	}
 	sctx, cancel := context.WithTimeout(ctx, commandSendWait)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
@@ -216,18 +217,20 @@ func TestControlAcrossNodes(t *testing.T) {
 	refused("c-3", aep.CodeRAmbiguous)
 }
 
-// Commands never flow on an unauthenticated binding, and the tenant's
-// policy decides who may send them.
+// Commands never flow on an unauthenticated binding (neither from nor to
+// one), and the tenant's policy decides who may send them.
 func TestControlRefusedWithoutAuthOrByPolicy(t *testing.T) {
-	nodes := newNodes(t, 2, func(i int, c *dialectr.Config) {
-		if i == 0 {
+	nodes := newNodes(t, 3, func(i int, c *dialectr.Config) {
+		switch i {
+		case 0:
 			c.Authenticated = false
-		} else {
+		case 1:
 			c.ControlPolicy, _ = dialectr.ParseControlPolicy("agents:pager")
 		}
 	})
-	claim(nodes[1], "s-p")
-	for i, n := range nodes {
+	claim(nodes[2], "s-p")
+	claim(nodes[0], "s-dev") // a claimant behind the unauthenticated node
+	for i, n := range nodes[:2] {
 		w := n.dialWS(consumerHello)
 		w.send(command("c", "control.cancel", "s-p"))
 		if f := w.next(); f.str("code") != aep.CodeRUnauthorized || f.str("cause") != "c" {
@@ -237,6 +240,44 @@ func TestControlRefusedWithoutAuthOrByPolicy(t *testing.T) {
 	if c := nodes[0].relay.Capabilities(); c.Control != nil {
 		t.Errorf("an unauthenticated relay advertises control: %+v", c.Control)
 	}
+	w := nodes[2].dialWS(consumerHello)
+	eventually(t, w, []string{"s-dev", "s-p"})
+	w.send(command("c-dev", "control.cancel", "s-dev"))
+	if f := w.next(); f.str("code") != aep.CodeRUnauthorized || f.str("cause") != "c-dev" {
+		t.Fatalf("command to a claimant on an unauthenticated node: %v, want unauthorized", f)
+	}
+}
+
+// A claim whose node died (never renewed, never deleted) leaves the
+// roster at its expiry, and a live node deletes it from the compacted
+// presence topic a few TTLs later.
+func TestStaleClaimExpiresAndIsDeleted(t *testing.T) {
+	nodes := newNodes(t, 1, func(_ int, c *dialectr.Config) { c.PresenceTTL = 300 * time.Millisecond })
+	topic := "aep.default.events.presence"
+	w := nodes[0].dialWS(consumerHello)
+	eventually(t, w, nil) // the presence topic exists and is followed
+	key := "s-dead\x00node-gone/1"
+	val := fmt.Sprintf(`{"session":"s-dead","agent":"x","node":"node-gone","expires":%d}`, time.Now().Add(time.Second).UnixMilli())
+	if err := nodes[0].cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(val)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, w, []string{"s-dead"})
+	eventually(t, w, nil) // expired
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nodes[0].seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for ctx.Err() == nil {
+		deleted := false
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { deleted = deleted || string(r.Key) == key && r.Value == nil })
+		if deleted {
+			return
+		}
+	}
+	t.Fatal("the stale claim was never deleted from the presence topic")
 }
 
 func TestParseControlPolicy(t *testing.T) {

@@ -46,6 +46,9 @@ const (
 	// presenceStartWait bounds how long a tenant's presence start waits to
 	// have read the presence topic to its end.
 	presenceStartWait = 10 * time.Second
+	// staleAfter is how many TTLs past its expiry a claim is deleted from
+	// the presence topic by the node that notices.
+	staleAfter = 4
 	// commandSendWait bounds how long a command waits for room in its
 	// target connection's outbound queue.
 	commandSendWait = 2 * time.Second
@@ -56,6 +59,9 @@ type claimRecord struct {
 	rosterEntry        // what the roster relays of it
 	Node        string `json:"node"`
 	Expires     int64  `json:"expires"` // unix milliseconds
+	// NoControl: the claimant's node runs without authentication, so no
+	// command may reach it (AEP-0004 §4.1).
+	NoControl bool `json:"no_control,omitempty"`
 }
 
 // claim is a claim known to this node: its own (conn set) or another
@@ -302,7 +308,9 @@ func (p *presence) apply(r *kgo.Record) {
 }
 
 // renew republishes this node's claims with a new expiry every third of
-// the TTL.
+// the TTL, and deletes claims whose node stopped renewing them long ago
+// (staleAfter TTLs past their expiry: a node that died without deleting
+// its claims), so that the compacted topic does not keep them forever.
 func (p *presence) renew(ctx context.Context) {
 	t := time.NewTicker(p.rl.cfg.PresenceTTL / 3)
 	defer t.Stop()
@@ -317,9 +325,20 @@ func (p *presence) renew(ctx context.Context) {
 		for _, c := range p.local {
 			claims = append(claims, c)
 		}
+		stale := time.Now().Add(-staleAfter * p.rl.cfg.PresenceTTL).UnixMilli()
+		var dead []string
+		for k, c := range p.remote {
+			if c.rec.Expires < stale {
+				dead = append(dead, k)
+				delete(p.remote, k)
+			}
+		}
 		p.mu.Unlock()
 		for _, c := range claims {
 			p.publish(ctx, c)
+		}
+		for _, k := range dead {
+			p.cl.Produce(ctx, &kgo.Record{Topic: p.presTopic, Key: []byte(k)}, nil)
 		}
 	}
 }
@@ -352,7 +371,7 @@ func (p *presence) add(conn *wsConn, session string) {
 			Session: session, Agent: conn.decl.Agent, Instance: conn.decl.Instance,
 			Control: conn.decl.Control, Emits: conn.decl.Emits,
 		},
-		Node: p.rl.nodeID,
+		Node: p.rl.nodeID, NoControl: !p.rl.cfg.Authenticated,
 	}}
 	p.local[key] = c
 	p.mu.Unlock()
