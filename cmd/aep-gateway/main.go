@@ -226,6 +226,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Hub: hub, Logger: log,
 		// AEP-0004 control: only when every request is authenticated.
 		Authenticated: !cfg.dev(), ControlPolicy: controlPolicy, NodeID: cfg.NodeID,
+		ReplicationFactor: int16(cfg.TopicReplicationFactor),
 	})
 	if err != nil {
 		return err

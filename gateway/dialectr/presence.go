@@ -168,11 +168,15 @@ func (rl *Relay) startPresence(ctx context.Context, tn tenant.Tenant) (*presence
 	}
 	defer adminCl.Close()
 	adm := kadm.NewClient(adminCl)
-	if err := createTopic(ctx, adm, p.presTopic, map[string]*string{"cleanup.policy": ptr("compact")}); err != nil {
+	rf := rl.cfg.ReplicationFactor
+	if rf == 0 {
+		rf = -1
+	}
+	if err := createTopic(ctx, adm, p.presTopic, rf, map[string]*string{"cleanup.policy": ptr("compact")}); err != nil {
 		return nil, err
 	}
 	retention := strconv.FormatInt(time.Hour.Milliseconds(), 10)
-	if err := createTopic(ctx, adm, p.ctlTopic, map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": &retention}); err != nil {
+	if err := createTopic(ctx, adm, p.ctlTopic, rf, map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": &retention}); err != nil {
 		return nil, err
 	}
 	ends, err := adm.ListEndOffsets(ctx, p.presTopic, p.ctlTopic)
@@ -216,10 +220,10 @@ func (rl *Relay) startPresence(ctx context.Context, tn tenant.Tenant) (*presence
 
 func ptr(s string) *string { return &s }
 
-// createTopic creates a one-partition topic, the broker's default
-// replication; an existing topic is fine.
-func createTopic(ctx context.Context, adm *kadm.Client, topic string, configs map[string]*string) error {
-	res, err := adm.CreateTopic(ctx, 1, -1, configs, topic)
+// createTopic creates a one-partition topic with replication factor rf
+// (-1: the broker's default); an existing topic is fine.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, configs map[string]*string) error {
+	res, err := adm.CreateTopic(ctx, 1, rf, configs, topic)
 	if err == nil {
 		err = res.Err
 	}

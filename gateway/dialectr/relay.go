@@ -111,6 +111,9 @@ type Config struct {
 	// NodeID names this node in the presence and control topics; empty
 	// means a random id per process.
 	NodeID string
+	// ReplicationFactor of the presence and control topics the Relay
+	// creates; zero means the broker's default.
+	ReplicationFactor int16
 	// PresenceTTL is how long another node trusts a claim of this node
 	// without renewal (renewed every third of it). Zero means
 	// DefaultPresenceTTL.
