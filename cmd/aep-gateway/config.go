@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -54,6 +55,8 @@ type config struct {
 	ValidatePayloads    bool
 	RateLimit           float64
 	ReplayBuffer        int
+	ControlPolicy       string
+	NodeID              string
 	MaxStreamsPerTenant int
 	RateBurst           int
 
@@ -142,7 +145,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	fs.Float64(&c.RateLimit, "rate-limit", 0, "events per second one tenant may ingest (token bucket; 0: unlimited); over it, 429 with the dialect's limit error and Retry-After")
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
-	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "replay depth advertised to dialect R consumers (discovery, hello); the gateway replays everything within --topic-retention")
+	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "dialect R replay buffer, in events per session: a resume replays at most this many of the session's latest events the log holds (--topic-retention bounds it further); a position predating them gets replay-exhausted; advertised in discovery and hello; 0: no bound but retention (at most 100000)")
+	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
+	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R, unique in the deployment (empty: random per process)")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
 	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")
@@ -215,6 +220,12 @@ func (c config) validate() error {
 	}
 	if c.AccessLogSample < 0 {
 		return fmt.Errorf("--access-log-sample %d: want 0 or more", c.AccessLogSample)
+	}
+	if c.ReplayBuffer < 0 || c.ReplayBuffer > 100000 {
+		return fmt.Errorf("--replay-buffer %d: want 0..100000", c.ReplayBuffer)
+	}
+	if _, err := dialectr.ParseControlPolicy(c.ControlPolicy); err != nil {
+		return fmt.Errorf("--control-policy: %w", err)
 	}
 	if c.MaxBatchEvents < 1 {
 		return fmt.Errorf("--max-batch-events %d: want at least 1", c.MaxBatchEvents)

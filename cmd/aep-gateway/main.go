@@ -240,12 +240,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 
+	controlPolicy, _ := dialectr.ParseControlPolicy(cfg.ControlPolicy) // validated by parseConfig
 	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume
 	// through the per-tenant session index (docs/relay.md).
 	rl, err := dialectr.New(dialectr.Config{
 		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: opts, Naming: naming, Topics: prov,
 		Limits: aep.Limits{MaxEventBytes: cfg.MaxEventBytes}, ReplayBuffer: cfg.ReplayBuffer,
 		Hub: hub, Logger: log, OriginPatterns: wsOrigins,
+		// AEP-0004 control: only when every request is authenticated.
+		Authenticated: !cfg.dev(), ControlPolicy: controlPolicy, NodeID: cfg.NodeID,
+		ReplicationFactor: int16(cfg.TopicReplicationFactor),
 	})
 	if err != nil {
 		return err

@@ -42,6 +42,7 @@ Usage:
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl version                            print the version (also --version)
   aepctl help config                        the config file and its profiles
+  aepctl target --session S [flags]         a control-capable target on /socket (AEP-0004)
 
 Run "aepctl COMMAND --help" for the flags of a command.
 Gateway and key: --url/--token, else $AEPCTL_URL/$AEPCTL_TOKEN, else the profile
@@ -75,6 +76,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
+	case "target":
+		err = cmdTarget(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "config" {
 			fmt.Fprint(stdout, configHelp)

@@ -45,15 +45,22 @@ func newEnv(t testing.TB, mutate func(*dialectr.Config)) *env {
 func newEnvGW(t testing.TB, mutate func(*dialectr.Config), gw func(*gateway.Config)) *env {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 4, Config: gw})
-	seeds, cl, adm, prov, srv := st.Seeds, st.Client, st.Admin, st.Provisioner, st.Server
+	return serveNode(t, st, st.Server, mutate)
+}
+
+// serveNode starts srv, a delivery engine and a Relay on st's cluster,
+// mounts the relay on srv and serves it over a real socket: one gateway
+// node. Everything is closed when t ends.
+func serveNode(t testing.TB, st *gatewaytest.Stack, srv *gateway.Server, mutate func(*dialectr.Config)) *env {
+	t.Helper()
 	srv.Start()
 	fast := kgo.FetchMaxWait(100 * time.Millisecond)
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov, Logger: zerolog.New(io.Discard)})
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, fast}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := dialectr.Config{
-		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: []kgo.Opt{seeds, fast}, Topics: prov,
+		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), ClientOpts: []kgo.Opt{st.Seeds, fast}, Topics: st.Provisioner,
 		Index:  cursor.IndexerConfig{Distance: 4, Every: 3},
 		Logger: zerolog.New(io.Discard), ReplayBuffer: 1000,
 	}
@@ -73,7 +80,7 @@ func newEnvGW(t testing.TB, mutate func(*dialectr.Config), gw func(*gateway.Conf
 		hs.Close()
 		eng.Close()
 	})
-	return &env{t: t, url: hs.URL, cl: cl, adm: adm, relay: rl, srv: srv, seeds: st.Cluster.ListenAddrs()}
+	return &env{t: t, url: hs.URL, cl: st.Client, adm: st.Admin, relay: rl, srv: srv, seeds: st.Cluster.ListenAddrs()}
 }
 
 // rEvent is a valid dialect R event of session at (epoch, seq).

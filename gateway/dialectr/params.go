@@ -35,6 +35,8 @@ type subParams struct {
 	from []cursor.Position
 	// all is from "all": replay every session the log holds (AEP-0003 §5).
 	all bool
+	// noLive is live=0 (SSE): end the stream after the replay (§5).
+	noLive bool
 }
 
 // parseFilter parses an attr-match filter; empty input means {} (match all).

@@ -3,6 +3,7 @@ package dialectr
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,12 +132,7 @@ func gateEvent(p int32, off int64, source, id, session string, epoch, seq int64,
 }
 
 func TestReplayGate(t *testing.T) {
-	g := &replayGate{
-		sessions: map[string]cursor.Position{"a": {Session: "a", Epoch: 1, Seq: 5}},
-		liveFrom: []int64{100, 50},
-		seen:     map[dedupeKey]struct{}{},
-		max:      2,
-	}
+	g := testGate(map[string]cursor.Position{"a": {Session: "a", Epoch: 1, Seq: 5}}, []int64{100, 50}, 2, 0)
 	for i, c := range []struct {
 		ev   *engine.Event
 		want bool
@@ -148,7 +144,8 @@ func TestReplayGate(t *testing.T) {
 		{gateEvent(0, 14, "src", "4", "a", 1, 6, true), false},  // duplicate (source, id)
 		{gateEvent(0, 15, "other", "4", "a", 1, 6, true), true}, // same id, other source
 		{gateEvent(0, 16, "src", "5", "a", 2, 0, true), true},   // new epoch
-		{gateEvent(0, 17, "src", "6", "a", 2, 1, false), false}, // no seq: not positioned
+		{gateEvent(0, 17, "src", "6", "a", 2, 1, false), true},  // no seq: after the resolved offset
+		{gateEvent(0, 9, "src", "6b", "a", 2, 1, false), false}, // no seq: before it
 		{gateEvent(0, 18, "src", "7", "b", 9, 9, true), false},  // not named
 		{gateEvent(0, 100, "src", "8", "b", 0, 0, true), true},  // live from the request
 		{gateEvent(0, 101, "src", "1", "a", 1, 5, true), true},  // live: as received
@@ -156,12 +153,70 @@ func TestReplayGate(t *testing.T) {
 		{gateEvent(1, 49, "src", "9", "a", 3, 0, true), true},
 		{gateEvent(7, 0, "src", "10", "z", 0, 0, true), true}, // partition the plan did not know
 	} {
-		if got := g.admit(c.ev); got != c.want {
+		if got := len(g.offer(c.ev, nil)) == 1; got != c.want {
 			t.Errorf("case %d (%+v at %d/%d): %v, want %v", i, c.ev.Attrs, c.ev.Record.Partition, c.ev.Record.Offset, got, c.want)
 		}
 	}
 	if len(g.seen) != 2 {
 		t.Errorf("dedupe memory holds %d, want its bound 2", len(g.seen))
+	}
+}
+
+// testGate is a gate for the named positions, in a fixed order.
+func testGate(positions map[string]cursor.Position, liveFrom []int64, dedupe, buffer int) *replayGate {
+	g := &replayGate{sessions: map[string]*heldSession{}, liveFrom: liveFrom, seen: map[dedupeKey]struct{}{}, max: dedupe, buffer: buffer}
+	for s, p := range positions {
+		g.sessions[s] = &heldSession{pos: p, from: 10} // resolved offset 10
+		g.order = append(g.order, s)
+	}
+	slices.Sort(g.order)
+	return g
+}
+
+// describe renders gate output as "!a@1:4" (marker, earliest) and "a:5"
+// (event) tokens.
+func describe(items []gateItem) string {
+	var b strings.Builder
+	for _, it := range items {
+		if it.mark != nil {
+			fmt.Fprintf(&b, "!%s@%d:%d ", it.mark.Session, it.mark.Earliest.Epoch, it.mark.Earliest.Seq)
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%d ", it.ev.Attrs.Session, it.ev.Attrs.Seq)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestReplayGateHeldWindow: a named session keeps at most buffer replayed
+// events; a position predating them gets replay-exhausted naming the
+// first held, then the held window; a position inside it gets no marker.
+func TestReplayGateHeldWindow(t *testing.T) {
+	g := testGate(map[string]cursor.Position{
+		"a": {Session: "a", Epoch: 1, Seq: 0}, // predates the window of 3
+		"b": {Session: "b", Epoch: 1, Seq: 3}, // inside it
+	}, []int64{100}, 1024, 3)
+	var out []gateItem
+	for seq := int64(0); seq <= 6; seq++ {
+		out = g.offer(gateEvent(0, seq*2, "src", fmt.Sprint("a", seq), "a", 1, seq, true), out)
+		out = g.offer(gateEvent(0, seq*2+1, "src", fmt.Sprint("b", seq), "b", 1, seq, true), out)
+	}
+	if len(out) != 0 {
+		t.Fatalf("replayed events went out before the catch-up ended: %s", describe(out))
+	}
+	// b's first live event flushes b's window first.
+	out = g.offer(gateEvent(0, 100, "src", "b7", "b", 1, 7, true), out)
+	if got, want := describe(out), "b:4 b:5 b:6 b:7"; got != want {
+		t.Errorf("b at its first live event: %q, want %q", got, want)
+	}
+	if got, want := describe(g.flush(nil)), "!a@1:4 a:4 a:5 a:6"; got != want {
+		t.Errorf("flush: %q, want %q", got, want)
+	}
+	if got, want := describe(g.offer(gateEvent(0, 101, "src", "a7", "a", 1, 7, true), nil)), "a:7"; got != want {
+		t.Errorf("live after the flush: %q, want %q", got, want)
+	}
+	g.noLive = true
+	if got := g.offer(gateEvent(0, 102, "src", "a8", "a", 1, 8, true), nil); len(got) != 0 {
+		t.Errorf("live=0 let a live event out: %s", describe(got))
 	}
 }
 
@@ -270,12 +325,8 @@ func BenchmarkSSEMessage(b *testing.B) {
 }
 
 func BenchmarkReplayGate(b *testing.B) {
-	g := &replayGate{
-		sessions: map[string]cursor.Position{"a": {Session: "a", Epoch: 0, Seq: 0}},
-		liveFrom: []int64{1 << 40},
-		seen:     map[dedupeKey]struct{}{},
-		max:      DefaultDedupe,
-	}
+	g := testGate(map[string]cursor.Position{"a": {Session: "a", Epoch: 0, Seq: 0}}, []int64{1 << 40}, DefaultDedupe, 0)
+	var out []gateItem
 	evs := make([]*engine.Event, 4096)
 	for i := range evs {
 		evs[i] = gateEvent(0, int64(i), "aep://h/agent/a", fmt.Sprintf("id-%d", i), "a", 0, int64(i+1), true)
@@ -286,7 +337,7 @@ func BenchmarkReplayGate(b *testing.B) {
 		if i%len(evs) == 0 {
 			clear(g.seen)
 		}
-		g.admit(evs[i%len(evs)])
+		out = g.offer(evs[i%len(evs)], out[:0])
 		i++
 	}
 }

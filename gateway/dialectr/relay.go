@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -95,8 +96,29 @@ type Config struct {
 	// connections a tenant holds open on this node, when the Relay has a
 	// Hub of its own. Zero means no bound.
 	MaxStreamsPerTenant int
-	// ReplayBuffer is the replay.buffer depth advertised in hello.
+	// ReplayBuffer is the replay.buffer depth advertised in hello and
+	// discovery: the events per session a resume replays at most (the
+	// latest ones the log holds at the request; a position predating them
+	// gets replay-exhausted). Zero or less: no bound but the log's
+	// retention, advertised as 0.
 	ReplayBuffer int
+	// Authenticated says every request reaching the Relay was
+	// authenticated (API keys or JWT). Without it commands are refused
+	// (AEP-0004 §4.1) and capabilities.control is not advertised.
+	Authenticated bool
+	// ControlPolicy decides who may command whom per tenant; the zero
+	// value lets every authenticated sender of a tenant command its claims.
+	ControlPolicy ControlPolicy
+	// NodeID names this node in the presence and control topics; empty
+	// means a random id per process.
+	NodeID string
+	// ReplicationFactor of the presence and control topics the Relay
+	// creates; zero means the broker's default.
+	ReplicationFactor int16
+	// PresenceTTL is how long another node trusts a claim of this node
+	// without renewal (renewed every third of it). Zero means
+	// DefaultPresenceTTL.
+	PresenceTTL time.Duration
 	// OriginPatterns are the cross-origin hosts allowed to open WebSockets
 	// (coder/websocket AcceptOptions). Same-origin is always allowed.
 	OriginPatterns []string
@@ -113,9 +135,17 @@ type Relay struct {
 	hub    *transport.Hub
 	ownHub bool
 
-	mu      sync.Mutex
-	closed  bool
-	tenants map[string]*tenantIndex
+	nodeID string
+	connID atomic.Uint64
+
+	mu        sync.Mutex
+	closed    bool
+	tenants   map[string]*tenantIndex
+	presences map[string]*presenceEntry
+
+	routedMu  sync.Mutex
+	routed    map[routedKey]struct{} // commands this node routed (recent)
+	routedOld map[routedKey]struct{} // the generation before
 }
 
 // tenantIndex is a tenant's resume machinery, created once.
@@ -156,7 +186,14 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	rl := &Relay{cfg: cfg, hub: cfg.Hub, tenants: map[string]*tenantIndex{}}
+	if cfg.PresenceTTL <= 0 {
+		cfg.PresenceTTL = DefaultPresenceTTL
+	}
+	rl := &Relay{cfg: cfg, hub: cfg.Hub, tenants: map[string]*tenantIndex{}, presences: map[string]*presenceEntry{},
+		nodeID: cfg.NodeID, routed: map[routedKey]struct{}{}}
+	if rl.nodeID == "" {
+		rl.nodeID = newNodeID()
+	}
 	if rl.hub == nil {
 		rl.hub, rl.ownHub = transport.NewHub(cfg.MaxStreamsPerTenant), true
 	}
@@ -203,7 +240,10 @@ func (rl *Relay) Shutdown(ctx context.Context) error {
 	rl.closed = true
 	tenants := rl.tenants
 	rl.tenants = map[string]*tenantIndex{}
+	presences := rl.presences
+	rl.presences = map[string]*presenceEntry{}
 	rl.mu.Unlock()
+	rl.stopPresences(presences)
 	for _, ti := range tenants {
 		<-ti.ready
 		if ti.res != nil {

@@ -48,10 +48,19 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	rl.startIndex(ctx, tn.String())
-	pl, err := rl.planResume(ctx, tn, sp.from, sp.all)
+	pl, err := rl.planResume(ctx, tn, sp.from, sp.all, sp.noLive)
 	if err != nil {
 		rl.cfg.Logger.Error().Err(err).Stringer("tenant", tn).Msg("dialectr: plan resume")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event log is unavailable")
+		return
+	}
+	if sp.noLive && pl.gate == nil {
+		// live=0 with nothing to replay: the stream opens and ends.
+		transport.StartSSE(w)
+		end := make(chan engine.Delivery)
+		close(end)
+		s := &sseStream{rl: rl}
+		_ = transport.ServeSSE(w, r, s.sseConfig(), end, s.add, func(b []byte) []byte { return append(b, closingReplayed...) })
 		return
 	}
 	sub, err := rl.cfg.Engine.Subscribe(ctx, engine.Request{
@@ -65,9 +74,12 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	defer sub.Close()
 
 	transport.StartSSE(w)
-	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate}
-	s.run(w, r, sub, pl.exhausted)
+	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive}
+	s.run(w, r, sub)
 }
+
+// closingReplayed ends a live=0 stream.
+const closingReplayed = ": closing: replay complete (live=0)\n\n"
 
 // sseParams reads filter, capture, from and Last-Event-ID (from wins).
 func (rl *Relay) sseParams(r *http.Request) (subParams, *reqError) {
@@ -79,6 +91,13 @@ func (rl *Relay) sseParams(r *http.Request) (subParams, *reqError) {
 	}
 	if sp.ceiling, rerr = parseCapture(q.Get("capture")); rerr != nil {
 		return sp, rerr
+	}
+	switch v := q.Get("live"); v {
+	case "", "1", "true":
+	case "0", "false":
+		sp.noLive = true
+	default:
+		return sp, invalid("live must be 0 or 1 (false or true); got %q", trunc(v))
 	}
 	if q.Has("from") {
 		sp.from, sp.all, rerr = parseFrom([]byte(q.Get("from")), rl.cfg.MaxFrom)
@@ -117,20 +136,21 @@ type sseStream struct {
 	rl      *Relay
 	ceiling aep.Capture
 	gate    *replayGate // nil once caught up or when live
+	noLive  bool        // live=0: end after the catch-up
+	items   []gateItem  // scratch
 }
 
-func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, marks []exhausted) {
-	var pre []byte
-	for _, m := range marks {
-		pre = appendExhaustedComment(pre, m)
-	}
-	cfg := transport.SSEConfig{
+func (s *sseStream) sseConfig() transport.SSEConfig {
+	return transport.SSEConfig{
 		Heartbeat: s.rl.cfg.Ping, HeartbeatComment: "ping", WriteTimeout: s.rl.cfg.WriteTimeout,
-		Preamble: pre, Shutdown: s.rl.hub.ShuttingDown(),
+		Shutdown: s.rl.hub.ShuttingDown(),
 		OnShutdown: func(b []byte) []byte {
 			return append(b, ": closing: the relay is shutting down; reconnect with Last-Event-ID\n\n"...)
 		},
 	}
+}
+
+func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subscription) {
 	onClose := func(b []byte) []byte {
 		// The engine closed (or the catch-up failed): tell the client to
 		// come back; its Last-Event-ID resumes exactly.
@@ -139,24 +159,50 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 		}
 		return append(b, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
 	}
-	_ = transport.ServeSSE(w, r, cfg, sub.C(), s.add, onClose)
+	_ = transport.ServeSSE(w, r, s.sseConfig(), sub.C(), s.add, onClose)
 }
 
-// add appends the SSE message of one delivery, if it is delivered.
+// add appends the SSE messages of one delivery: the event if it is
+// delivered, the markers and held windows the gate lets out. The caught-up
+// marker of a live=0 stream ends it (transport.ErrEnd).
 func (s *sseStream) add(buf []byte, d engine.Delivery) ([]byte, error) {
 	if d.CaughtUp {
-		s.gate = nil
+		if s.gate != nil {
+			s.items = s.gate.flush(s.items[:0])
+			buf = s.appendItems(buf)
+			s.gate = nil
+		}
+		if s.noLive {
+			return append(buf, closingReplayed...), transport.ErrEnd
+		}
 		return buf, nil
 	}
-	if s.gate != nil && !s.gate.admit(d.Event) {
-		return buf, nil
+	if s.gate == nil {
+		return s.appendEvent(buf, d.Event), nil
 	}
-	raw, err := s.rl.eventBytes(d.Event, s.ceiling)
+	s.items = s.gate.offer(d.Event, s.items[:0])
+	return s.appendItems(buf), nil
+}
+
+func (s *sseStream) appendItems(buf []byte) []byte {
+	for _, it := range s.items {
+		if it.mark != nil {
+			buf = appendExhaustedComment(buf, *it.mark)
+		} else {
+			buf = s.appendEvent(buf, it.ev)
+		}
+	}
+	clear(s.items)
+	return buf
+}
+
+func (s *sseStream) appendEvent(buf []byte, ev *engine.Event) []byte {
+	raw, err := s.rl.eventBytes(ev, s.ceiling)
 	if err != nil {
-		s.rl.cfg.Logger.Warn().Err(err).Int32("partition", d.Partition()).Int64("offset", d.Offset()).Msg("dialectr: event not delivered: down-level failed")
-		return buf, nil
+		s.rl.cfg.Logger.Warn().Err(err).Int32("partition", ev.Record.Partition).Int64("offset", ev.Record.Offset).Msg("dialectr: event not delivered: down-level failed")
+		return buf
 	}
-	return appendSSEMessage(buf, &d.Event.Attrs, raw), nil
+	return appendSSEMessage(buf, &ev.Attrs, raw)
 }
 
 // appendSSEMessage appends event:, data: (the event on one line) and, for a

@@ -272,8 +272,8 @@ func TestSSEReplayExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := e.getSSE(nil, map[string]string{"Last-Event-ID": "s-a:0:0"})
-	if len(c.exhausted) != 1 || c.exhausted[0] != "replay-exhausted s-a 0:3" {
-		t.Fatalf("markers %q, want [replay-exhausted s-a 0:3]", c.exhausted)
+	if m := c.Next(); m.Comment() != "replay-exhausted s-a 0:3" {
+		t.Fatalf("first after stream open: %+v, want the comment replay-exhausted s-a 0:3", m)
 	}
 	for _, p := range order[3:] {
 		if m := c.nextEvent(); m.Data != raw[p] {

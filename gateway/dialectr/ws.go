@@ -67,9 +67,14 @@ type wsConn struct {
 	log    zerolog.Logger
 	ctx    context.Context // the connection's: ends when it ends
 
-	// Reader-owned hello state.
+	id uint64 // unique on this node: names its claims
+
+	// Reader-owned hello state and claims.
 	helloDone bool
 	role      string
+	decl      declared            // the hello's identity and declarations
+	claimed   map[string]struct{} // sessions this emitter claims
+	pres      *presence           // the tenant's, once a session is claimed
 
 	// Writer-owned: the last position delivered per subscription and
 	// session, subscriptions in first-delivery order.
@@ -86,6 +91,8 @@ func newWSConn(rl *Relay, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
 		log:       rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger(),
 		positions: map[string]map[string]cursor.Position{},
 		subs:      map[string]*wsSub{},
+		id:        rl.connID.Add(1),
+		claimed:   map[string]struct{}{},
 	}
 	c.conn = transport.NewConn(ws, transport.WSConfig{
 		Outbound: rl.cfg.Outbound, WriteTimeout: rl.cfg.WriteTimeout,
@@ -105,7 +112,12 @@ func newWSConn(rl *Relay, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
 
 // serve runs the connection until it ends, then stops every subscription
 // and joins every goroutine.
-func (c *wsConn) serve() { c.conn.Serve(c.receive, c.stopSubs) }
+func (c *wsConn) serve() {
+	c.conn.Serve(c.receive, func() {
+		c.stopSubs()
+		c.releaseClaims()
+	})
+}
 
 // receive handles one message; false ends the read loop.
 func (c *wsConn) receive(typ websocket.MessageType, data []byte) bool {

@@ -22,3 +22,6 @@ func (e *env) dialWSAs(token, hello string) *gatewaytest.WSR {
 	}
 	return gatewaytest.DialWSR(e.t, gatewaytest.WSURL(e.url, "/socket"), hello, o)
 }
+
+// consumerHello is the hello of a consumer-only client.
+const consumerHello = `{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"test-consumer"}}`

@@ -21,6 +21,7 @@ type inFrame struct {
 		Agent    string `json:"agent"`
 		Instance string `json:"instance"`
 	} `json:"identity"`
+	Capabilities json.RawMessage `json:"capabilities"`
 
 	// subscribe, unsubscribe
 	ID      json.RawMessage `json:"id"`
@@ -45,8 +46,16 @@ type Capabilities struct {
 	Filters      []string       `json:"filters"`
 	Capture      []string       `json:"capture"`
 	Replay       ReplayCaps     `json:"replay"`
-	Control      ControlCaps    `json:"control"`
+	Control      *ControlCaps   `json:"control,omitempty"`
+	Roster       struct{}       `json:"roster"`
 	Experimental map[string]any `json:"experimental"`
+}
+
+// declared is what a connection's hello declared, relayed verbatim in
+// roster entries (AEP-0003 §4.1 rule 4).
+type declared struct {
+	Agent, Instance string
+	Control, Emits  json.RawMessage // nil when not declared
 }
 
 // ReplayCaps is capabilities.replay: the advertised replay depth and
@@ -56,8 +65,8 @@ type ReplayCaps struct {
 	All    bool `json:"all"`
 }
 
-// ControlCaps is capabilities.control: the control commands accepted
-// (AEP-0004; none).
+// ControlCaps is capabilities.control: the relay routes commands
+// (AEP-0004 §4) and accepts none itself.
 type ControlCaps struct {
 	Accepts []string `json:"accepts"`
 }
@@ -72,13 +81,18 @@ type helloFrame struct {
 
 // Capabilities returns what this relay declares in hello and what the
 // discovery document should advertise (AEP-0003 §3.4 reuses the shape):
-// filters, capture levels it delivers at, replay depth and replay-all.
+// filters, capture levels it delivers at, replay depth and replay-all, the
+// roster frame, and control routing when the bindings are authenticated.
 func (rl *Relay) Capabilities() Capabilities {
+	var control *ControlCaps
+	if rl.cfg.Authenticated {
+		control = &ControlCaps{Accepts: []string{}}
+	}
 	return Capabilities{
 		Filters:      []string{"attr-match"},
 		Capture:      []string{aep.CaptureNone.String(), aep.CaptureMetadata.String(), aep.CaptureRedacted.String(), aep.CaptureFull.String()},
-		Replay:       ReplayCaps{Buffer: rl.cfg.ReplayBuffer, All: true},
-		Control:      ControlCaps{Accepts: []string{}},
+		Replay:       ReplayCaps{Buffer: max(rl.cfg.ReplayBuffer, 0), All: true},
+		Control:      control,
 		Experimental: map[string]any{},
 	}
 }

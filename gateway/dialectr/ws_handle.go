@@ -25,7 +25,11 @@ func (c *wsConn) handle(data []byte) bool {
 	err := json.Unmarshal(data, &head)
 	if err == nil && c.helloDone && strings.Contains(head.Type, ".") {
 		id, _ := head.ID.(string)
-		c.event(data, id)
+		if aep.IsCommandR(head.Type) {
+			c.command(data, id)
+		} else {
+			c.event(data, id)
+		}
 		return true
 	}
 	var f inFrame
@@ -53,6 +57,8 @@ func (c *wsConn) handle(data []byte) bool {
 		c.subscribe(&f)
 	case "unsubscribe":
 		c.unsubscribe(&f)
+	case "roster":
+		c.roster(&f)
 	case "ping":
 		c.send(marshal(pingFrame{Type: "pong", T: f.T}))
 	}
@@ -91,6 +97,16 @@ func (c *wsConn) hello(f *inFrame) bool {
 		return c.refuseHello(aep.CodeRHelloRequired, "hello.identity.agent is required for emitters (AEP-0003 §4 rule 3)", nil)
 	}
 	c.helloDone, c.role = true, f.Role
+	if f.Identity != nil {
+		c.decl.Agent, c.decl.Instance = f.Identity.Agent, f.Identity.Instance
+	}
+	var caps struct {
+		Control json.RawMessage `json:"control"`
+		Emits   json.RawMessage `json:"emits"`
+	}
+	if json.Unmarshal(f.Capabilities, &caps) == nil { // capabilities are never a validation gate (§4 rule 4)
+		c.decl.Control, c.decl.Emits = declBlock(caps.Control), declBlock(caps.Emits)
+	}
 	c.send(marshal(helloFrame{
 		Type: "hello", Versions: []string{chosen}, Role: roleBoth,
 		Identity:     map[string]string{"agent": "aep-gateway"},
@@ -112,6 +128,8 @@ func (c *wsConn) event(data []byte, id string) {
 		return
 	}
 	switch r := res[0]; {
+	case r.Accepted():
+		c.claimSession(r.Attrs.Session)
 	case r.Err != nil:
 		c.send(marshal(errorFrame{Type: "error", Code: r.Err.Code, Detail: r.Err.Message, Event: id}))
 	case r.WriteErr != nil:
@@ -124,3 +142,12 @@ func (c *wsConn) event(data []byte, id string) {
 // subscription the log could not serve (gateway extension: AEP-0003 has
 // no code for a transient failure; docs/relay.md).
 const codeUnavailable = "unavailable"
+
+// declBlock keeps a declared capability block for the roster: absent,
+// null or over maxDeclBytes is not relayed.
+func declBlock(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" || len(raw) > maxDeclBytes {
+		return nil
+	}
+	return bytes.Clone(raw)
+}

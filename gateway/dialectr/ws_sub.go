@@ -135,7 +135,7 @@ func (c *wsConn) forgetSub(s *wsSub) {
 func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	defer close(s.done)
 	c.rl.startIndex(ctx, c.tenant.String())
-	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all)
+	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all, false)
 	if err != nil {
 		c.startFailed(ctx, s, err)
 		return
@@ -151,16 +151,8 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
 		return
 	}
-	for _, m := range pl.exhausted {
-		ef := exhaustedFrame{Type: "replay-exhausted", Sub: s.id, Session: m.Session}
-		if m.Earliest != nil {
-			ef.Earliest = &earliest{Epoch: m.Earliest.Epoch, Seq: m.Earliest.Seq}
-		}
-		if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(ef)}) {
-			return
-		}
-	}
 	gate := pl.gate
+	var items []gateItem
 	for {
 		var d engine.Delivery
 		var ok bool
@@ -182,25 +174,56 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 			return
 		}
 		if d.CaughtUp {
-			gate = nil
+			if gate != nil {
+				items = gate.flush(items[:0])
+				gate = nil
+				if !c.sendItems(ctx, s.id, sp.ceiling, items) {
+					return
+				}
+			}
 			continue
 		}
-		if gate != nil && !gate.admit(d.Event) {
-			continue
+		if gate == nil {
+			items = append(items[:0], gateItem{ev: d.Event})
+		} else {
+			items = gate.offer(d.Event, items[:0])
 		}
-		raw, err := c.rl.eventBytes(d.Event, sp.ceiling)
-		if err != nil {
-			c.log.Warn().Err(err).Int32("partition", d.Partition()).Int64("offset", d.Offset()).Msg("dialectr: event not delivered: down-level failed")
-			continue
-		}
-		it := transport.Item{Msg: raw}
-		if pos, ok := positionOf(&d.Event.Attrs); ok {
-			it.Meta = delivered{sub: s.id, pos: pos}
-		}
-		if !c.conn.SendCtx(ctx, it) {
+		if !c.sendItems(ctx, s.id, sp.ceiling, items) {
 			return
 		}
 	}
+}
+
+// sendItems queues what a gate let out: replay-exhausted frames echoing
+// the subscription id, and events. False when the subscription or the
+// connection ended.
+func (c *wsConn) sendItems(ctx context.Context, sub string, ceiling aep.Capture, items []gateItem) bool {
+	defer clear(items)
+	for _, it := range items {
+		if m := it.mark; m != nil {
+			ef := exhaustedFrame{Type: "replay-exhausted", Sub: sub, Session: m.Session}
+			if m.Earliest != nil {
+				ef.Earliest = &earliest{Epoch: m.Earliest.Epoch, Seq: m.Earliest.Seq}
+			}
+			if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(ef)}) {
+				return false
+			}
+			continue
+		}
+		raw, err := c.rl.eventBytes(it.ev, ceiling)
+		if err != nil {
+			c.log.Warn().Err(err).Int32("partition", it.ev.Record.Partition).Int64("offset", it.ev.Record.Offset).Msg("dialectr: event not delivered: down-level failed")
+			continue
+		}
+		out := transport.Item{Msg: raw}
+		if pos, ok := positionOf(&it.ev.Attrs); ok {
+			out.Meta = delivered{sub: sub, pos: pos}
+		}
+		if !c.conn.SendCtx(ctx, out) {
+			return false
+		}
+	}
+	return true
 }
 
 // startFailed answers a subscription the log could not serve with the

@@ -1,9 +1,15 @@
 package transport
 
 import (
+	"errors"
 	"net/http"
 	"time"
 )
+
+// ErrEnd, returned (possibly wrapped) by ServeSSE's appendMsg, ends the
+// stream cleanly after writing what appendMsg appended: a stream that has
+// delivered all it was asked for (dialect R's live=0).
+var ErrEnd = errors.New("transport: end of stream")
 
 // SSEConfig is how one SSE response is written. Zero fields mean the
 // defaults named.
@@ -63,7 +69,8 @@ func StartSSE(w http.ResponseWriter) {
 // until the client leaves, a write fails, cfg.Shutdown is closed or ch is
 // closed. Queued elements are encoded by appendMsg (which may append
 // nothing for an element the client does not see) into one write of at
-// most cfg.Batch elements, each write bounded by cfg.WriteTimeout. When ch
+// most cfg.Batch elements, each write bounded by cfg.WriteTimeout; appendMsg
+// returning ErrEnd ends the stream after a last write. When ch
 // is closed, onClose (if not nil) may append last words before the final
 // write. An encoding error ends the stream and is returned; every other end
 // returns nil. It runs in the caller's goroutine and starts none.
@@ -112,6 +119,12 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 			var err error
 			for n := 0; ok; n++ {
 				if buf, err = appendMsg(buf, el); err != nil {
+					if errors.Is(err, ErrEnd) {
+						if len(buf) > 0 {
+							write(buf)
+						}
+						return nil
+					}
 					return err
 				}
 				if n+1 >= cfg.Batch || len(ch) == 0 {

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+func cmdTarget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("target", "target --session S [--run R] [--accepts T,T] [--agent A] [--url URL] [--token KEY]", stdout, stderr)
+	var conn connFlags
+	conn.register(fs)
+	session := fs.String("session", "", "the session this target claims (required)")
+	run := fs.String("run", "run-1", "the run it starts; control.cancel of it is answered with run.cancelled")
+	accepts := fs.String("accepts", "control.attention.respond,control.cancel", "declared control.accepts, comma-separated; other commands are nacked unsupported")
+	agent := fs.String("agent", "aepctl-target", "hello identity.agent and the agent of its events")
+	host, _ := os.Hostname()
+	instance := fs.String("instance", fmt.Sprintf("%s/%d", host, os.Getpid()), "hello identity.instance")
+	window := fs.Duration("ack-window", 10*time.Second, "declared control.ack_window_ms")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *session == "" {
+		return usageErr(fs, "--session is required")
+	}
+	var list []string
+	for _, a := range strings.Split(*accepts, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	t, err := DialTarget(ctx, TargetOptions{
+		URL: conn.url, Token: conn.token, Session: *session, Run: *run, Agent: *agent, Instance: *instance,
+		Accepts: list, AckWindow: *window,
+	}, stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "target ready: session %s run %s accepts %s\n", *session, *run, strings.Join(list, ","))
+	return t.Serve(ctx)
+}
