@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // procStatus reads a field of /proc/<pid>/status (VmRSS, in kB).
@@ -37,8 +39,45 @@ func procStatus(pid int, field string) int64 {
 // issue's figure is 20,000) keep-alive connections from one address
 // against the default caps and tries to hold them all. Another tenant's
 // SSE stream and ingest keep working during and after: every event
-// ingested during the flood is accepted and delivered on the stream.
+// ingested during the flood is accepted and delivered on the stream. It
+// runs on the embedded broker (which must still accept Kafka connections
+// afterwards) and on the external one when there is one (KAFKA_BROKERS in
+// CI), where the gateway's descriptors are shared between the flood and
+// its Kafka client connections.
 func TestHostileIdleFloodAtDefaultCaps(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		dir := t.TempDir()
+		g := floodIdle(t, dir, "--data-dir", filepath.Join(dir, "data"), "--embedded-kafka-listen", "127.0.0.1:0",
+			"--topic-partitions", "2")
+		// The embedded broker's listener survived the flood: a new Kafka
+		// client connects and reads metadata.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(g.KafkaAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cl.Ping(ctx); err != nil {
+			t.Fatalf("the embedded broker at %s refuses Kafka clients after the flood: %v", g.KafkaAddr, err)
+		}
+	})
+	t.Run("external", func(t *testing.T) {
+		b := StartBroker(t)
+		if b.Kind == KindEmbedded {
+			t.Skip("no external broker (KAFKA_BROKERS unset, no Docker): covered by the embedded case")
+		}
+		prefix := strings.ReplaceAll(TopicName(t), "_", "-")
+		floodIdle(t, t.TempDir(), "--kafka-brokers", strings.Join(b.Seeds, ","),
+			"--topic-template", prefix+".{tenant}.events", "--topic-partitions", "2", "--topic-replication-factor", "1")
+	})
+}
+
+// floodIdle starts a gateway with args (and an API key for tenant acme,
+// kept in dir), runs the flood against it with the other tenant's traffic
+// beside it, checks both, and returns the still-running gateway.
+func floodIdle(t *testing.T, dir string, args ...string) *gatewayProc {
+	t.Helper()
 	total := 2000
 	if v := os.Getenv("AEP_HOSTILE_IDLE"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -47,13 +86,11 @@ func TestHostileIdleFloodAtDefaultCaps(t *testing.T) {
 		}
 		total = n
 	}
-	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
 	if err := os.WriteFile(keys, []byte(keyFileLine("acme", "k-acme")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := startGateway(t, "--data-dir", filepath.Join(dir, "data"), "--embedded-kafka-listen", "127.0.0.1:0",
-		"--topic-partitions", "2", "--api-keys", keys)
+	g := startGateway(t, append(args, "--api-keys", keys)...)
 	pid := g.cmd.Process.Pid
 	addr := strings.TrimPrefix(g.URL, "http://")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -166,6 +203,7 @@ func TestHostileIdleFloodAtDefaultCaps(t *testing.T) {
 	if len(msgs) != sent {
 		t.Fatalf("stream delivered %d of %d events", len(msgs), sent)
 	}
+	return g
 }
 
 // keyFileLine is an --api-keys line for key.
