@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,72 +51,28 @@ type Target struct {
 	order   []string          // acks keys, oldest first
 }
 
-// socketURL turns the base URL into the /socket URL.
-func socketURL(base string) (string, error) {
-	u, err := url.Parse(strings.TrimRight(base, "/") + "/socket")
-	if err != nil {
-		return "", err
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	case "ws", "wss":
-	default:
-		return "", fmt.Errorf("--url %q: want http(s) or ws(s)", base)
-	}
-	return u.String(), nil
-}
-
 // DialTarget connects, says hello as a control-capable emitter, and
 // claims the session by emitting session.started and run.started.
 func DialTarget(ctx context.Context, opt TargetOptions, log io.Writer) (*Target, error) {
 	if opt.Remember <= 0 {
 		opt.Remember = 4096
 	}
-	u, err := socketURL(opt.URL)
+	ws, err := dialWS(ctx, &Client{BaseURL: opt.URL, Token: opt.Token}, "/socket", nil)
 	if err != nil {
-		return nil, err
-	}
-	var hdr http.Header
-	if opt.Token != "" {
-		hdr = http.Header{"Authorization": {"Bearer " + opt.Token}}
-	}
-	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: hdr})
-	if err != nil {
-		return nil, fmt.Errorf("target: connect %s: %w", u, err)
+		return nil, fmt.Errorf("target: %w", err)
 	}
 	ws.SetReadLimit(4 << 20)
 	t := &Target{opt: opt, ws: ws, log: log, acks: map[string][]byte{},
 		source: "aep://aepctl/agent/" + opt.Agent + "/session/" + opt.Session}
-	hello := map[string]any{
-		"type": "hello", "versions": []string{"0.1"}, "role": "emitter",
-		"identity": map[string]string{"agent": opt.Agent, "instance": opt.Instance},
-		"capabilities": map[string]any{
-			"emits":   []string{"session", "run", "control"},
-			"control": map[string]any{"accepts": opt.Accepts, "ack_window_ms": opt.AckWindow.Milliseconds()},
-		},
+	hello := rHello("emitter", opt.Agent)
+	hello["identity"] = map[string]string{"agent": opt.Agent, "instance": opt.Instance}
+	hello["capabilities"] = map[string]any{
+		"emits":   []string{"session", "run", "control"},
+		"control": map[string]any{"accepts": opt.Accepts, "ack_window_ms": opt.AckWindow.Milliseconds()},
 	}
-	if err := t.write(ctx, mustJSON(hello)); err != nil {
+	if err := sayHelloR(ctx, ws, hello); err != nil {
 		ws.CloseNow()
-		return nil, err
-	}
-	for {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			ws.CloseNow()
-			return nil, fmt.Errorf("target: waiting for hello: %w", err)
-		}
-		var f struct{ Type, Code, Detail string }
-		_ = json.Unmarshal(b, &f)
-		if f.Type == "error" {
-			ws.CloseNow()
-			return nil, fmt.Errorf("target: hello refused: %s: %s", f.Code, f.Detail)
-		}
-		if f.Type == "hello" {
-			break
-		}
+		return nil, fmt.Errorf("target: %w", err)
 	}
 	for _, ev := range [][]byte{
 		t.event("session.started", map[string]any{"label": "aepctl target"}, nil),
