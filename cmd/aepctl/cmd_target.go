@@ -26,6 +26,9 @@ func cmdTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *session == "" {
 		return usageErr(fs, "--session is required")
 	}
+	if err := conn.resolve(); err != nil { // --url/--token, environment, profile, default
+		return err
+	}
 	var list []string
 	for _, a := range strings.Split(*accepts, ",") {
 		if a = strings.TrimSpace(a); a != "" {
