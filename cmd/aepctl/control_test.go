@@ -15,7 +15,7 @@ import (
 
 // waitClaim polls the roster of the gateway at url until session is
 // claimed (a claim is live once the roster lists it).
-func waitClaim(t *testing.T, ctx context.Context, url, session string) {
+func waitClaim(t testing.TB, ctx context.Context, url, session string) {
 	t.Helper()
 	c, _, err := websocket.Dial(ctx, strings.Replace(url, "http", "ws", 1)+"/socket", nil)
 	if err != nil {
@@ -41,7 +41,7 @@ func waitClaim(t *testing.T, ctx context.Context, url, session string) {
 }
 
 // serveTarget runs an aepctl target of session until the test ends.
-func serveTarget(t *testing.T, g *testGateway, session string, accepts ...string) {
+func serveTarget(t testing.TB, g *testGateway, session string, accepts ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: session, Run: "r-1", Agent: "tgt", Instance: "i",

@@ -23,7 +23,7 @@ import (
 
 // newRelayGateway is a gateway on kfake with the dialect R relay mounted
 // (control routing on), served over a real socket.
-func newRelayGateway(t *testing.T) *testGateway {
+func newRelayGateway(t testing.TB) *testGateway {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 2})
 	st.Server.Start()
