@@ -63,6 +63,10 @@ var (
 
 const controlSubID = "aepctl-control"
 
+// refusedUnavailable is the gateway's refusal when Kafka failed on the
+// command's path (docs/relay.md): the one refusal a retry can cure.
+const refusedUnavailable = "unavailable"
+
 // SendControl connects to /socket (role both), subscribes to the target
 // session from now, sends the command and waits for the one answer that
 // settles it: the target's ack or nack (cause = the command's id), the
@@ -105,13 +109,17 @@ func SendControl(ctx context.Context, c *Client, opt ControlOptions) (ControlRes
 		res.ElapsedMS = float64(time.Since(start).Microseconds()) / 1000
 		switch {
 		case err == nil && res.Result == resultAccepted && opt.Outcome > 0:
+			// The outcome is extra: its absence (or the connection
+			// ending meanwhile) leaves the accept as it is.
 			octx, cancel := context.WithTimeout(ctx, opt.Outcome)
-			res.Outcome, err = awaitOutcome(octx, conn, frames.c, opt.ID, ack)
+			res.Outcome, _ = awaitOutcome(octx, conn, frames.c, opt.ID, ack)
 			cancel()
-			if err != nil && octx.Err() == nil {
-				return res, err
-			}
 			return res, nil
+		case err == nil && res.Result == resultRefused && res.Reason == refusedUnavailable && res.Attempts < opt.Attempts:
+			// Kafka failed on the gateway: send again with the same id.
+			if !sleepCtx(ctx, min(opt.Window, time.Second)) {
+				return res, ctx.Err()
+			}
 		case err == nil:
 			return res, nil
 		case ctx.Err() != nil:
