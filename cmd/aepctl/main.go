@@ -40,6 +40,7 @@ Usage:
   aepctl consume --subscription ID [--ack]  read a durable subscription, acknowledging what was printed
   aepctl ack|reject --subscription ID EVENT_ID...
                                             acknowledge or reject events of a durable subscription
+  aepctl dead-letters [--limit N]           the newest dead letters of the tenant
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl version                            print the version (also --version)
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdConsume(ctx, args[1:], stdout, stderr)
 	case "ack", "reject":
 		err = cmdAck(ctx, args[0], args[1:], stdout, stderr)
+	case "dead-letters", "deadletters", "dlq":
+		err = cmdDeadLetters(ctx, args[1:], stdout, stderr)
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
