@@ -150,3 +150,38 @@ func TestControlUsage(t *testing.T) {
 		}
 	}
 }
+
+// aepctl target -o json: one object per line, ready first, then each
+// command with its answer.
+func TestTargetJSONLog(t *testing.T) {
+	g := newRelayGateway(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var log syncBuffer
+	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: "s-j", Run: "r-1", Agent: "tgt", Instance: "i",
+		Accepts: []string{"control.cancel"}, AckWindow: time.Second, JSON: true}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- tg.Serve(ctx) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	waitClaim(t, ctx, g.url, "s-j")
+	if code, res := control(t, g, "cancel", "--session", "s-j", "--run", "r-1", "--id", "c-j"); code != exitOK {
+		t.Fatalf("cancel: exit %d, %+v", code, res)
+	}
+	var notes []targetNote
+	for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+		var n targetNote
+		if err := json.Unmarshal([]byte(l), &n); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		notes = append(notes, n)
+	}
+	if len(notes) != 2 || notes[0].Event != "ready" || notes[0].Session != "s-j" ||
+		notes[1].Event != "command" || notes[1].Command != "c-j" || notes[1].Answer != "control.accepted" {
+		t.Fatalf("log: %+v", notes)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,44 @@ type TargetOptions struct {
 	// Remember bounds the commands whose recorded ack is kept for
 	// retransmits (the dedupe state, §2.3).
 	Remember int
+	// JSON reports each line of the log as a JSON object (targetNote)
+	// instead of text.
+	JSON bool
+}
+
+// targetNote is one line of a target's log: ready, command (a new
+// command and its ack), again (a retransmit re-acknowledged) or
+// gateway_error (an error frame from the relay).
+type targetNote struct {
+	Event   string   `json:"event"`
+	Session string   `json:"session,omitempty"`
+	Run     string   `json:"run,omitempty"`
+	Accepts []string `json:"accepts,omitempty"`
+	Command string   `json:"command,omitempty"` // its id
+	Type    string   `json:"type,omitempty"`
+	Source  string   `json:"source,omitempty"`
+	Answer  string   `json:"answer,omitempty"` // control.accepted, or control.rejected (reason)
+	Code    string   `json:"code,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+	About   string   `json:"about,omitempty"` // gateway_error: the event it names
+}
+
+// note writes n to the log, as text or JSON.
+func (t *Target) note(n targetNote) {
+	if t.opt.JSON {
+		_ = writeJSONLine(t.log, n)
+		return
+	}
+	switch n.Event {
+	case "ready":
+		fmt.Fprintf(t.log, "target ready: session %s run %s accepts %s\n", n.Session, n.Run, strings.Join(n.Accepts, ","))
+	case "gateway_error":
+		fmt.Fprintf(t.log, "gateway error %s: %s %s\n", n.Code, n.Detail, n.About)
+	case "again":
+		fmt.Fprintf(t.log, "command %s %s again: re-acknowledged\n", n.Type, n.Command)
+	default:
+		fmt.Fprintf(t.log, "command %s %s from %s: %s\n", n.Type, n.Command, n.Source, n.Answer)
+	}
 }
 
 // Target is a control-capable emitter on /socket: it claims a session,
@@ -83,6 +122,7 @@ func DialTarget(ctx context.Context, opt TargetOptions, log io.Writer) (*Target,
 			return nil, err
 		}
 	}
+	t.note(targetNote{Event: "ready", Session: opt.Session, Run: opt.Run, Accepts: opt.Accepts})
 	return t, nil
 }
 
@@ -136,7 +176,7 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 	case f.Type == "ping":
 		return t.write(ctx, mustJSON(map[string]any{"type": "pong", "t": f.T}))
 	case f.Type == "error":
-		fmt.Fprintf(t.log, "gateway error %s: %s %s\n", f.Code, f.Detail, f.Event)
+		t.note(targetNote{Event: "gateway_error", Code: f.Code, Detail: f.Detail, About: f.Event})
 		return nil
 	case !aep.IsCommandR(f.Type):
 		return nil
@@ -150,12 +190,12 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 	recorded, seen := t.acks[key]
 	t.mu.Unlock()
 	if seen {
-		fmt.Fprintf(t.log, "command %s %s again: re-acknowledged\n", cmd.Type, cmd.ID)
+		t.note(targetNote{Event: "again", Command: cmd.ID, Type: cmd.Type, Source: cmd.Source})
 		return t.write(ctx, recorded)
 	}
 	ack, outcome := t.decide(&cmd)
 	t.remember(key, ack)
-	fmt.Fprintf(t.log, "command %s %s from %s: %s\n", cmd.Type, cmd.ID, cmd.Source, ackType(ack))
+	t.note(targetNote{Event: "command", Command: cmd.ID, Type: cmd.Type, Source: cmd.Source, Answer: ackType(ack)})
 	if err := t.write(ctx, ack); err != nil {
 		return err
 	}
