@@ -172,11 +172,20 @@ func readFrames(ctx context.Context, conn *websocket.Conn) *frameReader {
 	return r
 }
 
-// stop closes the connection and waits for the reader to end.
+// stop closes the connection and waits for the reader to end. What the
+// reader still queues is drained meanwhile, so the reader keeps reading
+// and sees the peer's close frame (Close waits for it).
 func (r *frameReader) stop() {
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		for range r.c { // until the reader closes c
+		}
+	}()
 	_ = r.conn.Close(websocket.StatusNormalClosure, "aepctl done")
 	r.cancel()
 	<-r.done
+	<-drained
 }
 
 // next is the next frame, answering pings on the way.
