@@ -5,20 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
-
-// JavaScript that reads the console's tables: one line per row, the cells
-// joined by "|", newest first.
-const (
-	jsTailRows = `[...document.querySelectorAll("#events tbody tr")].map((r) => [...r.cells].map((c) => c.textContent).join("|")).join("\n")`
-	jsSubsRows = `[...document.querySelectorAll("#subscriptions tbody tr")].map((r) => [...r.cells].map((c) => c.textContent).join("|")).join("\n")`
 )
 
 // consoleEvent is a dialect D event as the console test publishes it.
@@ -41,12 +32,7 @@ func consoleEvent(id, typ, source, session, payload string) string {
 func TestConsoleChromium(t *testing.T) {
 	started := time.Now()
 	const key, lagN = "k-console-browser", 5
-	keys := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(keys, []byte(keyFileLine("acme", key)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	br := startBrowser(t, 40*time.Second) // skips without chromium, before the gateway starts
-	g := startGateway(t, "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0", "--api-keys", keys, "--console")
+	br, g := startConsole(t, key, 40*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	auth := map[string]string{"Authorization": "Bearer " + key}
@@ -57,8 +43,8 @@ func TestConsoleChromium(t *testing.T) {
 			t.Fatalf("publish: %v %d %s", err, res.status, res.body)
 		}
 	}
-	tail := func() []string { return strings.Split(br.eval(jsTailRows), "\n") }
-	subs := func() string { return br.eval(jsSubsRows) }
+	tail := func() []string { return strings.Split(br.eval(jsRows("events")), "\n") }
+	subs := func() string { return br.eval(jsRows("subscriptions")) }
 
 	br.run("open the console", chromedp.Navigate(g.URL+"/console/?access_token="+key))
 	br.waitFor("the health badge", `document.getElementById("health").textContent === "node ready"`, `document.getElementById("health").textContent`, 10*time.Second)
@@ -73,7 +59,7 @@ func TestConsoleChromium(t *testing.T) {
 		consoleEvent("evt_c3", "task.progress", "agent:planner", "sess_alpha", `{"step":"summarize","pct":80}`),
 		consoleEvent("evt_c4", "task.completed", "agent:planner", "sess_alpha", `{"result":"report.md"}`),
 	)
-	br.waitFor("4 events in the tail", `document.querySelectorAll("#events tbody tr").length === 4`, jsTailRows, 10*time.Second)
+	br.waitFor("4 events in the tail", `document.querySelectorAll("#events tbody tr").length === 4`, jsRows("events"), 10*time.Second)
 	rows := tail()
 	for _, want := range []string{
 		`|task.completed|agent:planner|sess_alpha|{"result":"report.md"}`,
@@ -106,7 +92,7 @@ func TestConsoleChromium(t *testing.T) {
 		consoleEvent("evt_c5", "task.progress", "agent:planner", "sess_beta", `{"step":"excluded by the filter"}`),
 		consoleEvent("evt_c6", "tool.completed", "agent:coder", "sess_beta", `{"tool":"go test","exit":0}`),
 	)
-	br.waitFor("the tool event in the filtered tail", `document.querySelectorAll("#events tbody tr").length >= 1`, jsTailRows, 10*time.Second)
+	br.waitFor("the tool event in the filtered tail", `document.querySelectorAll("#events tbody tr").length >= 1`, jsRows("events"), 10*time.Second)
 	if rows := tail(); len(rows) != 1 || !strings.HasSuffix(rows[0], `|tool.completed|agent:coder|sess_beta|{"tool":"go test","exit":0}`) {
 		t.Errorf("filtered tail: want the tool.completed row only:\n%s", strings.Join(rows, "\n"))
 	}
@@ -146,13 +132,7 @@ func TestConsoleChromium(t *testing.T) {
 
 	// Read them on the subscription's stream (this node serves it) and
 	// acknowledge them: the lag falls to 0 while the stream stays open.
-	sreq, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/aep/subscriptions/"+created.ID+"/stream", nil)
-	sreq.Header.Set("Authorization", "Bearer "+key)
-	stream, err := http.DefaultClient.Do(sreq)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("subscription stream: %v %v", err, stream)
-	}
-	defer stream.Body.Close()
+	stream := openSubscriptionStream(ctx, t, g, key, created.ID)
 	var acks []string
 	for _, m := range readSSE(ctx, t, stream, lagN) {
 		var ev struct {

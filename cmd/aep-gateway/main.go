@@ -239,6 +239,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
+	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(eng, 0, log))
 
 	controlPolicy, _ := dialectr.ParseControlPolicy(cfg.ControlPolicy) // validated by parseConfig
 	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume

@@ -73,7 +73,7 @@ func TestRunExitCodes(t *testing.T) {
 
 // --help goes to stdout (so it pages), a usage error's text to stderr.
 func TestHelpGoesToStdout(t *testing.T) {
-	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"bench", "ingest"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}} {
+	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"bench", "ingest"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}, {"target"}, {"control"}, {"dead-letters"}, {"subscriptions", "list"}, {"subscriptions", "delete"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), append(cmd, "--help"), nil, &out, &errb); code != exitOK || errb.Len() != 0 ||
 			!strings.HasPrefix(out.String(), "Usage: aepctl "+strings.Join(cmd, " ")) || !strings.Contains(out.String(), "show this help") {

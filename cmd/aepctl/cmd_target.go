@@ -10,7 +10,8 @@ import (
 )
 
 func cmdTarget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("target", "target --session S [--run R] [--accepts T,T] [--agent A] [--url URL] [--token KEY]", stdout, stderr)
+	fs := newFlagSet("target", "target --session S [--run R] [--accepts T,T] [--agent A] [--url URL] [--token KEY] [--output text|json]", stdout, stderr,
+		"A control-capable AEP-0004 target on /socket for tests and wiring: claims the session,\nacks each command once, re-sends the recorded ack on a retransmit, answers an accepted\ncontrol.cancel of its run with run.cancelled. Prints \"target ready\" and one line per\ncommand (--output json: one object per line, {event, ...}) until interrupted.\n")
 	var conn connFlags
 	conn.register(fs)
 	session := fs.String("session", "", "the session this target claims (required)")
@@ -20,11 +21,15 @@ func cmdTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	host, _ := os.Hostname()
 	instance := fs.String("instance", fmt.Sprintf("%s/%d", host, os.Getpid()), "hello identity.instance")
 	window := fs.Duration("ack-window", 10*time.Second, "declared control.ack_window_ms")
+	out := outputFlag(fs, "text", "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *session == "" {
 		return usageErr(fs, "--session is required")
+	}
+	if err := conn.resolve(); err != nil { // --url/--token, environment, profile, default
+		return err
 	}
 	var list []string
 	for _, a := range strings.Split(*accepts, ",") {
@@ -34,11 +39,10 @@ func cmdTarget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	t, err := DialTarget(ctx, TargetOptions{
 		URL: conn.url, Token: conn.token, Session: *session, Run: *run, Agent: *agent, Instance: *instance,
-		Accepts: list, AckWindow: *window,
+		Accepts: list, AckWindow: *window, JSON: *out == "json",
 	}, stdout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "target ready: session %s run %s accepts %s\n", *session, *run, strings.Join(list, ","))
 	return t.Serve(ctx)
 }

@@ -140,6 +140,15 @@ func TestAckAndRejectCommands(t *testing.T) {
 	}) {
 		t.Fatalf("stream state after ack and reject: %+v", s)
 	}
+	// The rejected event is the tenant's newest dead letter.
+	got = runOK(t, "", "dead-letters", "--limit", "1")
+	if lines := strings.Split(strings.TrimSpace(got), "\n"); len(lines) != 2 || !strings.Contains(lines[1], id) ||
+		!strings.Contains(lines[1], ids[3]) || !strings.Contains(lines[1], "task.progress") {
+		t.Errorf("dead-letters printed:\n%s", got)
+	}
+	if got = runOK(t, "", "dead-letters", "-o", "json"); !strings.Contains(got, `"original_event_id":"`+ids[3]+`"`) {
+		t.Errorf("dead-letters -o json printed:\n%s", got)
+	}
 	c.cancel() // Ctrl-C
 	if code := c.wait(); code != exitOK {
 		t.Fatalf("consume: exit %d\n%s", code, c.err.String())

@@ -13,9 +13,11 @@ import (
 
 // Exit codes.
 const (
-	exitOK     = 0
-	exitFailed = 1 // a request failed or an event was rejected
-	exitUsage  = 2
+	exitOK      = 0
+	exitFailed  = 1 // a request failed or an event was rejected
+	exitUsage   = 2
+	exitNack    = 3 // control: the command was rejected or refused
+	exitTimeout = 4 // control: no acknowledgement within the window
 )
 
 // errUsage marks a usage error (exit 2); the message was already printed.
@@ -38,17 +40,20 @@ Usage:
   aepctl consume --subscription ID [--ack]  read a durable subscription, acknowledging what was printed
   aepctl ack|reject --subscription ID EVENT_ID...
                                             acknowledge or reject events of a durable subscription
+  aepctl dead-letters [--limit N]           the newest dead letters of the tenant
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl version                            print the version (also --version)
   aepctl help config                        the config file and its profiles
   aepctl target --session S [flags]         a control-capable target on /socket (AEP-0004)
+  aepctl control COMMAND --session S        send an AEP-0004 command, wait for its ack
 
 Run "aepctl COMMAND --help" for the flags of a command.
 Gateway and key: --url/--token, else $AEPCTL_URL/$AEPCTL_TOKEN, else the profile
 (--profile, $AEPCTL_PROFILE) of the config file, else http://127.0.0.1:8080.
 Every command takes --output (-o): text|json, tail and consume pretty|ndjson|json.
-Exit codes: 0 ok, 1 request failed or event rejected, 2 usage.
+Exit codes: 0 ok, 1 request failed or event rejected, 2 usage;
+control: 3 rejected or refused, 4 no ack within the window.
 `
 
 // run is the whole CLI; it returns the exit code.
@@ -69,6 +74,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdConsume(ctx, args[1:], stdout, stderr)
 	case "ack", "reject":
 		err = cmdAck(ctx, args[0], args[1:], stdout, stderr)
+	case "dead-letters", "deadletters", "dlq":
+		err = cmdDeadLetters(ctx, args[1:], stdout, stderr)
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
@@ -78,6 +85,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	case "target":
 		err = cmdTarget(ctx, args[1:], stdout, stderr)
+	case "control":
+		err = cmdControl(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "config" {
 			fmt.Fprint(stdout, configHelp)
@@ -103,6 +112,10 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	case errors.Is(err, errRejected):
 		return exitFailed
+	case errors.Is(err, errNacked):
+		return exitNack
+	case errors.Is(err, errTimedOut):
+		return exitTimeout
 	default:
 		fmt.Fprintf(stderr, "aepctl: %v\n", err)
 		return exitFailed

@@ -163,6 +163,7 @@ type frame struct {
 	T       json.RawMessage `json:"t"` // R ping
 	Reason  string          `json:"reason"`
 	Session string          `json:"session"`
+	Cause   string          `json:"cause"` // R: the command a refusal or an ack answers
 }
 
 func readFrame(ctx context.Context, conn *websocket.Conn) (frame, []byte, error) {
@@ -332,15 +333,29 @@ func openWSR(ctx context.Context, c *Client, spec streamSpec) (*wsRSource, error
 	return s, nil
 }
 
-func (s *wsRSource) handshake(ctx context.Context, spec streamSpec) error {
-	hello := map[string]any{"type": "hello", "versions": []string{"0.1"}, "role": "consumer", "identity": map[string]string{"agent": "aepctl"}}
-	if err := writeJSONFrame(ctx, s.conn, hello); err != nil {
+// rHello is a dialect R hello of role, identity agent.
+func rHello(role, agent string) map[string]any {
+	return map[string]any{"type": "hello", "versions": []string{"0.1"}, "role": role, "identity": map[string]string{"agent": agent}}
+}
+
+// sayHelloR sends hello and waits for the relay's hello.
+func sayHelloR(ctx context.Context, conn *websocket.Conn, hello any) error {
+	if err := writeJSONFrame(ctx, conn, hello); err != nil {
 		return fmt.Errorf("WebSocket: %w", err)
 	}
-	if err := s.await(ctx, "hello"); err != nil {
+	return awaitR(ctx, conn, "hello")
+}
+
+func (s *wsRSource) handshake(ctx context.Context, spec streamSpec) error {
+	if err := sayHelloR(ctx, s.conn, rHello("consumer", "aepctl")); err != nil {
 		return err
 	}
-	sub := map[string]any{"type": "subscribe", "id": wsRSubID}
+	return subscribeR(ctx, s.conn, wsRSubID, spec)
+}
+
+// subscribeR sends the subscribe frame of spec and waits for subscribed.
+func subscribeR(ctx context.Context, conn *websocket.Conn, id string, spec streamSpec) error {
+	sub := map[string]any{"type": "subscribe", "id": id}
 	if spec.RFilter != nil {
 		sub["filter"] = spec.RFilter
 	}
@@ -350,15 +365,17 @@ func (s *wsRSource) handshake(ctx context.Context, spec streamSpec) error {
 	if spec.Capture != "" {
 		sub["capture"] = spec.Capture
 	}
-	if err := writeJSONFrame(ctx, s.conn, sub); err != nil {
+	if err := writeJSONFrame(ctx, conn, sub); err != nil {
 		return fmt.Errorf("WebSocket: %w", err)
 	}
-	return s.await(ctx, "subscribed")
+	return awaitR(ctx, conn, "subscribed")
 }
 
-func (s *wsRSource) await(ctx context.Context, ok string) error {
+// awaitR reads dialect R frames until one of type ok, answering pings; an
+// error frame is errRefused.
+func awaitR(ctx context.Context, conn *websocket.Conn, ok string) error {
 	for {
-		f, _, err := readFrame(ctx, s.conn)
+		f, _, err := readFrame(ctx, conn)
 		if err != nil {
 			return fmt.Errorf("WebSocket, waiting for %s: %w", ok, err)
 		}
@@ -368,15 +385,16 @@ func (s *wsRSource) await(ctx context.Context, ok string) error {
 		case "error":
 			return fmt.Errorf("%s: %s (%w)", f.Code, f.Detail, errRefused)
 		case "ping":
-			if err := s.pong(ctx, f); err != nil {
+			if err := pongR(ctx, conn, f); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (s *wsRSource) pong(ctx context.Context, f frame) error {
-	if err := writeJSONFrame(ctx, s.conn, map[string]any{"type": "pong", "t": f.T}); err != nil {
+// pongR answers the relay's ping f.
+func pongR(ctx context.Context, conn *websocket.Conn, f frame) error {
+	if err := writeJSONFrame(ctx, conn, map[string]any{"type": "pong", "t": f.T}); err != nil {
 		return fmt.Errorf("WebSocket pong: %w", err)
 	}
 	return nil
@@ -392,7 +410,7 @@ func (s *wsRSource) Next(ctx context.Context) (item, error) {
 		case strings.Contains(f.Type, "."):
 			return item{Type: f.Type, Data: b}, nil
 		case f.Type == "ping":
-			if err := s.pong(ctx, f); err != nil {
+			if err := pongR(ctx, s.conn, f); err != nil {
 				return item{}, err
 			}
 		case f.Type == "replay-exhausted":

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +30,44 @@ type TargetOptions struct {
 	// Remember bounds the commands whose recorded ack is kept for
 	// retransmits (the dedupe state, §2.3).
 	Remember int
+	// JSON reports each line of the log as a JSON object (targetNote)
+	// instead of text.
+	JSON bool
+}
+
+// targetNote is one line of a target's log: ready, command (a new
+// command and its ack), again (a retransmit re-acknowledged) or
+// gateway_error (an error frame from the relay).
+type targetNote struct {
+	Event   string   `json:"event"`
+	Session string   `json:"session,omitempty"`
+	Run     string   `json:"run,omitempty"`
+	Accepts []string `json:"accepts,omitempty"`
+	Command string   `json:"command,omitempty"` // its id
+	Type    string   `json:"type,omitempty"`
+	Source  string   `json:"source,omitempty"`
+	Answer  string   `json:"answer,omitempty"` // control.accepted, or control.rejected (reason)
+	Code    string   `json:"code,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+	About   string   `json:"about,omitempty"` // gateway_error: the event it names
+}
+
+// note writes n to the log, as text or JSON.
+func (t *Target) note(n targetNote) {
+	if t.opt.JSON {
+		_ = writeJSONLine(t.log, n)
+		return
+	}
+	switch n.Event {
+	case "ready":
+		fmt.Fprintf(t.log, "target ready: session %s run %s accepts %s\n", n.Session, n.Run, strings.Join(n.Accepts, ","))
+	case "gateway_error":
+		fmt.Fprintf(t.log, "gateway error %s: %s %s\n", n.Code, n.Detail, n.About)
+	case "again":
+		fmt.Fprintf(t.log, "command %s %s again: re-acknowledged\n", n.Type, n.Command)
+	default:
+		fmt.Fprintf(t.log, "command %s %s from %s: %s\n", n.Type, n.Command, n.Source, n.Answer)
+	}
 }
 
 // Target is a control-capable emitter on /socket: it claims a session,
@@ -54,72 +90,28 @@ type Target struct {
 	order   []string          // acks keys, oldest first
 }
 
-// socketURL turns the base URL into the /socket URL.
-func socketURL(base string) (string, error) {
-	u, err := url.Parse(strings.TrimRight(base, "/") + "/socket")
-	if err != nil {
-		return "", err
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	case "ws", "wss":
-	default:
-		return "", fmt.Errorf("--url %q: want http(s) or ws(s)", base)
-	}
-	return u.String(), nil
-}
-
 // DialTarget connects, says hello as a control-capable emitter, and
 // claims the session by emitting session.started and run.started.
 func DialTarget(ctx context.Context, opt TargetOptions, log io.Writer) (*Target, error) {
 	if opt.Remember <= 0 {
 		opt.Remember = 4096
 	}
-	u, err := socketURL(opt.URL)
+	ws, err := dialWS(ctx, &Client{BaseURL: opt.URL, Token: opt.Token}, "/socket", nil)
 	if err != nil {
-		return nil, err
-	}
-	var hdr http.Header
-	if opt.Token != "" {
-		hdr = http.Header{"Authorization": {"Bearer " + opt.Token}}
-	}
-	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: hdr})
-	if err != nil {
-		return nil, fmt.Errorf("target: connect %s: %w", u, err)
+		return nil, fmt.Errorf("target: %w", err)
 	}
 	ws.SetReadLimit(4 << 20)
 	t := &Target{opt: opt, ws: ws, log: log, acks: map[string][]byte{},
 		source: "aep://aepctl/agent/" + opt.Agent + "/session/" + opt.Session}
-	hello := map[string]any{
-		"type": "hello", "versions": []string{"0.1"}, "role": "emitter",
-		"identity": map[string]string{"agent": opt.Agent, "instance": opt.Instance},
-		"capabilities": map[string]any{
-			"emits":   []string{"session", "run", "control"},
-			"control": map[string]any{"accepts": opt.Accepts, "ack_window_ms": opt.AckWindow.Milliseconds()},
-		},
+	hello := rHello("emitter", opt.Agent)
+	hello["identity"] = map[string]string{"agent": opt.Agent, "instance": opt.Instance}
+	hello["capabilities"] = map[string]any{
+		"emits":   []string{"session", "run", "control"},
+		"control": map[string]any{"accepts": opt.Accepts, "ack_window_ms": opt.AckWindow.Milliseconds()},
 	}
-	if err := t.write(ctx, mustJSON(hello)); err != nil {
+	if err := sayHelloR(ctx, ws, hello); err != nil {
 		ws.CloseNow()
-		return nil, err
-	}
-	for {
-		_, b, err := ws.Read(ctx)
-		if err != nil {
-			ws.CloseNow()
-			return nil, fmt.Errorf("target: waiting for hello: %w", err)
-		}
-		var f struct{ Type, Code, Detail string }
-		_ = json.Unmarshal(b, &f)
-		if f.Type == "error" {
-			ws.CloseNow()
-			return nil, fmt.Errorf("target: hello refused: %s: %s", f.Code, f.Detail)
-		}
-		if f.Type == "hello" {
-			break
-		}
+		return nil, fmt.Errorf("target: %w", err)
 	}
 	for _, ev := range [][]byte{
 		t.event("session.started", map[string]any{"label": "aepctl target"}, nil),
@@ -130,6 +122,7 @@ func DialTarget(ctx context.Context, opt TargetOptions, log io.Writer) (*Target,
 			return nil, err
 		}
 	}
+	t.note(targetNote{Event: "ready", Session: opt.Session, Run: opt.Run, Accepts: opt.Accepts})
 	return t, nil
 }
 
@@ -183,7 +176,7 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 	case f.Type == "ping":
 		return t.write(ctx, mustJSON(map[string]any{"type": "pong", "t": f.T}))
 	case f.Type == "error":
-		fmt.Fprintf(t.log, "gateway error %s: %s %s\n", f.Code, f.Detail, f.Event)
+		t.note(targetNote{Event: "gateway_error", Code: f.Code, Detail: f.Detail, About: f.Event})
 		return nil
 	case !aep.IsCommandR(f.Type):
 		return nil
@@ -197,12 +190,12 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 	recorded, seen := t.acks[key]
 	t.mu.Unlock()
 	if seen {
-		fmt.Fprintf(t.log, "command %s %s again: re-acknowledged\n", cmd.Type, cmd.ID)
+		t.note(targetNote{Event: "again", Command: cmd.ID, Type: cmd.Type, Source: cmd.Source})
 		return t.write(ctx, recorded)
 	}
 	ack, outcome := t.decide(&cmd)
 	t.remember(key, ack)
-	fmt.Fprintf(t.log, "command %s %s from %s: %s\n", cmd.Type, cmd.ID, cmd.Source, ackType(ack))
+	t.note(targetNote{Event: "command", Command: cmd.ID, Type: cmd.Type, Source: cmd.Source, Answer: ackType(ack)})
 	if err := t.write(ctx, ack); err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 
 // newRelayGateway is a gateway on kfake with the dialect R relay mounted
 // (control routing on), served over a real socket.
-func newRelayGateway(t *testing.T) *testGateway {
+func newRelayGateway(t testing.TB) *testGateway {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 2})
 	st.Server.Start()
@@ -84,18 +84,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 	if _, _, err := sender.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The claim is live once the roster lists it.
-	for i := 0; ; i++ {
-		send(fmt.Sprintf(`{"type":"roster","id":"r%d"}`, i))
-		_, b, err := sender.Read(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(b), `"session":"s-t"`) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitClaim(t, ctx, g.url, "s-t")
 	cmd := func(id, typ string, extra string) string {
 		return fmt.Sprintf(`{"aep":"0.1","id":%q,"type":%q,"time":"2026-07-03T10:14:00Z","source":"aep://ops/agent/ops","agent":"ops","session":"s-t"%s}`, id, typ, extra)
 	}

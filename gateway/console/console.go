@@ -1,10 +1,12 @@
 // Package console serves a small web console for aep-gateway: a live tail of
-// the tenant's events with a filter box and pause/resume, the durable
-// subscriptions with their lag and acknowledgement counters, and the node's
-// readiness. It is static HTML, CSS and JavaScript (no framework, no build
-// step) embedded in the binary; everything it shows comes from the
-// gateway's public API (SSE read with fetch, GET /aep/subscriptions,
-// /readyz), so it is also a worked example of a browser client.
+// the tenant's events with a filter box and pause/resume, the sessions with
+// their latest event and (epoch, seq), the durable subscriptions with their
+// lag and acknowledgement counters (redeliveries among them), the recent dead
+// letters, and the node's readiness. It is static HTML, CSS and JavaScript
+// (no framework, no build step) embedded in the binary; everything it shows
+// comes from the gateway's public API (SSE read with fetch, GET
+// /aep/subscriptions, /aep/dead-letters, /readyz), so it is also a worked
+// example of a browser client.
 //
 // The handler holds no data and no state: mount it behind the gateway's
 // authentication and open it as /console/?access_token=KEY (no key in
@@ -52,7 +54,7 @@ func Handler() http.Handler {
 		switch p := path.Clean("/" + r.URL.Path); p {
 		case "/", "/index.html":
 			servePage(w, r)
-		case "/console.js", "/stream.js", "/console.css":
+		case "/console.js", "/stream.js", "/panels.js", "/console.css":
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = p
 			files.ServeHTTP(w, r2)

@@ -36,6 +36,9 @@ func newSubsEnv(t *testing.T, cfg dialectd.SubscriptionsConfig) *sseEnv {
 	mux := http.NewServeMux()
 	mux.Handle("/aep/subscriptions", h)
 	mux.Handle("/aep/subscriptions/", h)
+	dl := dialectd.NewDeadLettersHandler(eng, 0, zerolog.New(io.Discard))
+	mux.Handle("/aep/dead-letters", gatewaytest.WithTenant(gateway.DevTenant, dl))
+	mux.Handle("/other/dead-letters", gatewaytest.WithTenant("other", dl)) // a second tenant
 	mux.Handle("/", st.Server.Handler())
 	hs := httptest.NewServer(mux)
 	t.Cleanup(func() {

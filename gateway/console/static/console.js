@@ -1,18 +1,20 @@
 // console.js: the page. Everything it shows comes from the gateway's public
-// API: the SSE stream (read with fetch, see stream.js), GET
-// /aep/subscriptions[/{id}] and /readyz. Text from events is only ever put
+// API: the SSE streams (read with fetch, see stream.js), GET
+// /aep/subscriptions[/{id}], /aep/dead-letters (panels.js) and /readyz. Text from events is only ever put
 // into the page with textContent.
 
 // The page was opened with ?access_token=KEY when the gateway needs a key;
 // stream.js comes with the same query (the console may sit behind auth).
 const query = new URL(import.meta.url).search;
 const { tail, Resume, getJSON } = await import("./stream.js" + query);
+const { startSessions, refreshDeadLetters } = await import("./panels.js" + query);
 const token = new URLSearchParams(location.search).get("access_token") || "";
 
 const MAX_ROWS = 500;        // events kept on the page
 const MAX_SUBS = 50;         // subscriptions whose state is fetched
 const SUBS_EVERY_MS = 3000;
 const HEALTH_EVERY_MS = 5000;
+const DEAD_LETTERS_EVERY_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 
@@ -139,8 +141,16 @@ async function refreshHealth() {
   }
 }
 
+// --- sessions and dead letters (panels.js) -------------------------------------
+
+startSessions({ tail, Resume, token, table: $("sessions"), status: $("sessions-status") });
+const deadLetters = () => refreshDeadLetters({ getJSON, token, table: $("dead-letters"), status: $("dl-status") });
+
 $("subs-refresh").addEventListener("click", refreshSubs);
+$("dl-refresh").addEventListener("click", deadLetters);
 refreshSubs();
 refreshHealth();
+deadLetters();
 setInterval(refreshSubs, SUBS_EVERY_MS);
 setInterval(refreshHealth, HEALTH_EVERY_MS);
+setInterval(deadLetters, DEAD_LETTERS_EVERY_MS);

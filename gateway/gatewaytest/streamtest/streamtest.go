@@ -55,6 +55,7 @@ func New(tb testing.TB, o gatewaytest.Options, mount func(*gateway.Server)) *Sta
 	subs := dialectd.NewSubscriptionsHandler(eng, st.Keyring, dialectd.SubscriptionsConfig{Hub: hub, Logger: log})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subs)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subs)
+	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(eng, 0, log))
 	rl, err := dialectr.New(dialectr.Config{Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), Hub: hub, ClientOpts: opts, Topics: st.Provisioner,
 		Index: cursor.IndexerConfig{Distance: 4, Every: 3}, Logger: log})
 	if err != nil {

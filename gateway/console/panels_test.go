@@ -1,0 +1,93 @@
+package console_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sessionsScript runs panels.js's sessions table under Node with a
+// stand-in DOM and a stand-in tail that yields, on the D stream, one event
+// of each of 205 sessions, then a second event of session 3; then, on the
+// R stream, two events of session r1. It prints the table's rows and
+// status.
+const sessionsScript = `
+const [panelsJS] = process.argv.slice(1);
+class El {
+  constructor() { Object.assign(this, { children: [], textContent: "", className: "", dataset: {} }); }
+  append(...cs) { this.children.push(...cs); }
+  replaceChildren(...cs) { this.children = cs; }
+  text() { return this.children.map((c) => c.textContent).join("|"); }
+}
+globalThis.document = { createElement: () => new El() };
+const table = new El();
+table.tBodies = [new El()];
+const status = new El();
+class Resume { observe() {} }
+let dDone;
+const afterD = new Promise((r) => { dDone = r; });
+async function* tail({ dialect, onOpen }) {
+  onOpen();
+  if (dialect === "d") {
+    for (let i = 0; i < 205; i++) yield { type: "task.progress", event: { session_id: "s" + i, source: "agent:a", created_at: "2026-07-09T10:00:00Z" } };
+    yield { type: "task.completed", event: { session_id: "s3", source: "agent:b", created_at: "2026-07-09T10:00:01Z" } };
+    yield { type: "task.progress", event: { source: "agent:c" } }; // no session: not listed
+    dDone();
+  } else {
+    await afterD; // the R events come last
+    yield { type: "run.started", event: { session: "r1", agent: "claude", epoch: 2, seq: 7, time: "2026-07-09T10:00:02Z" } };
+    yield { type: "tool.requested", event: { session: "r1", agent: "claude", seq: 8, time: "2026-07-09T10:00:03Z" } };
+  }
+  await new Promise(() => {}); // then stays open
+}
+const { startSessions } = await import(panelsJS);
+startSessions({ tail, Resume, token: "", table, status });
+const ready = () => table.tBodies[0].children.length === 200 && status.textContent.includes("D stream live") &&
+  table.tBodies[0].children.some((r) => r.text().endsWith("|2") && r.dataset.session === "r1");
+for (let i = 0; i < 200 && !ready(); i++) await new Promise((r) => setTimeout(r, 20));
+const rows = table.tBodies[0].children;
+console.log("status " + status.textContent);
+console.log("count " + rows.length);
+console.log("first " + rows[0].text());
+console.log("second " + rows[1].text());
+console.log("third " + rows[2].text());
+console.log("last " + rows[rows.length - 1].text());
+console.log("has " + ["s0", "s4", "s5", "s6", "s7"].filter((s) => rows.some((r) => r.dataset.session === s)).join(","));
+process.exit(0);
+`
+
+// The sessions table keeps the 200 most recently active sessions (the
+// least recently active dropped), newest first, one row per (dialect,
+// session) with its latest event and count; R rows show epoch:seq (an
+// absent epoch is 0), D rows "-"; events without a session are not listed.
+func TestSessionsPanel(t *testing.T) {
+	script, err := filepath.Abs("static/panels.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, sessionsScript, "file://"+script)
+	got := map[string]string{}
+	for _, k := range []string{"status", "count", "first", "second", "third", "last", "has"} {
+		l := n.next()
+		if !strings.HasPrefix(l, k+" ") {
+			t.Fatalf("got %q, want %s ...", l, k)
+		}
+		got[k] = strings.TrimPrefix(l, k+" ")
+	}
+	for k, want := range map[string]string{
+		"status": "200 sessions; R stream live, D stream live",
+		"count":  "200",
+		// s0..s4 went when s200..s204 came, s5 when s3 came again (it
+		// had gone: its count starts again), s6 when r1 came
+		"has": "s7",
+	} {
+		if got[k] != want {
+			t.Errorf("%s: %q, want %q", k, got[k], want)
+		}
+	}
+	rows := fmt.Sprint(got["first"], "\n", got["second"], "\n", got["third"], "\n", got["last"])
+	if want := "r1|R|claude|tool.requested|0:8|10:00:03.000|2\ns3|D|agent:b|task.completed|-|10:00:01.000|1\ns204|D|agent:a|task.progress|-|10:00:00.000|1\ns7|D|agent:a|task.progress|-|10:00:00.000|1"; rows != want {
+		t.Errorf("first, second, third and last rows:\n%s\nwant:\n%s", rows, want)
+	}
+}
