@@ -117,12 +117,13 @@ func TestVersionFlagAndBuildInfo(t *testing.T) {
 
 // startGateway runs the real server wiring (serve) on the embedded broker
 // and returns its base URL; it stops when the test ends.
-func startGateway(t *testing.T) string {
+// Extra flags are appended to the defaults.
+func startGateway(t *testing.T, extra ...string) string {
 	t.Helper()
-	cfg, err := parseConfig([]string{
+	cfg, err := parseConfig(append([]string{
 		"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0",
 		"--topic-partitions", "2", "--log-level", "info",
-	}, io.Discard)
+	}, extra...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

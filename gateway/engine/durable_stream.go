@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -336,6 +337,7 @@ func (s *DurableStream) Ack(eventID string) AckOutcome {
 	for _, pe := range list {
 		s.settleLocked(pe)
 		s.stats.Acked++
+		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
 	}
 	s.wakeLocked()
 	return OutcomeApplied
@@ -356,6 +358,7 @@ func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 	delete(s.byID, eventID)
 	now := s.req.clock()
 	for _, pe := range list {
+		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
 		pe.rejected = &Rejection{Code: code, Message: message}
 		pe.due = now
 		if pe.hidx >= 0 {
