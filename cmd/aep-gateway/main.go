@@ -237,7 +237,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
+		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop})
 	if err != nil {
 		return err
 	}
@@ -245,6 +246,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	// Every stream of every binding is admitted by one Hub: one per-tenant
 	// cap, and one shutdown that ends them all.
 	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
+	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))

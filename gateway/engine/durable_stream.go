@@ -265,6 +265,7 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	rctx, s.cancel = context.WithCancel(e.ctx)
 	e.wg.Add(1)
 	e.metrics.durable.Inc()
+	e.lag.track(s)
 	e.goMu.Unlock()
 	go s.run(rctx)
 	return s, nil
@@ -394,6 +395,7 @@ func (s *DurableStream) run(ctx context.Context) {
 	defer s.e.wg.Done()
 	defer close(s.done)
 	defer s.e.metrics.durable.Dec()
+	defer s.e.lag.untrack(s)
 	err := s.loop(ctx)
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
@@ -552,7 +554,7 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		}
 		if attempts > 1 {
 			s.stats.Redeliveries++
-			s.e.metrics.redelivered.Inc()
+			s.e.metrics.redelivery(s.req.Tenant)
 		}
 		s.armLocked(pe, now)
 		s.seq++
@@ -606,7 +608,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			}
 			q.attempts++
 			s.stats.Redeliveries++
-			s.e.metrics.redelivered.Inc()
+			s.e.metrics.redelivery(s.req.Tenant)
 			s.armLocked(q, now)
 			s.seq++
 			out = append(out, DurableDelivery{Kind: DurableEvent, Event: q.ev, Attempt: q.attempts, Sequence: s.seq})
@@ -627,7 +629,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		}
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
-		s.e.metrics.deadLettered.Inc()
+		s.e.metrics.deadLetter(s.req.Tenant)
 		s.mu.Unlock()
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, DeadLetter: p})
 	}
