@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -119,7 +120,9 @@ func openSSE(t *testing.T, ctx context.Context, url string) *bufio.Scanner {
 
 // One published event yields one trace: the ingest request, the event's
 // ingest span, the Kafka publish and receive (kotel), and one delivery span
-// per stream that received it, each the child of the one before. An R event
+// per stream that received it (two SSE streams, a WebSocket one and a
+// durable subscription's stream), each the child of the one before, and the
+// durable consumer's ack. An R event
 // carrying its own traceparent is ingested in its emitter's trace, linked to
 // the request's. Real sockets, the embedded broker, an OTLP/HTTP receiver.
 func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
@@ -132,10 +135,23 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	streams := []*bufio.Scanner{openSSE(t, ctx, base+"/aep/events?types=task.*"), openSSE(t, ctx, base+"/aep/events?types=task.progress")}
+	ws := gatewaytest.DialWSD(t, gatewaytest.WSURL(base, "/aep"), gatewaytest.WSOptions{Buffer: 16})
+	defer ws.Close()
+	ws.MustSubscribe("evt_trace_sub", `{"types":["task.*"]}`)
+	// A durable subscription, its stream, and later its consumer's ack.
+	resp := do(t, http.MethodPost, base+"/aep/subscriptions", "application/json", `{"types":["task.*"]}`)
+	var created struct {
+		ID string `json:"subscription_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&created); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /aep/subscriptions: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	streams = append(streams, openSSE(t, ctx, base+"/aep/subscriptions/"+created.ID+"/stream"))
 
 	const id = "evt_traced_01"
 	dEvent := `{"aep_version":"0.1","id":"` + id + `","type":"task.progress","source":"agent:r","session_id":"sess_t","created_at":"2026-07-09T10:00:00Z","payload":{}}`
-	resp := do(t, http.MethodPost, base+"/aep/events", "application/x-ndjson", dEvent)
+	resp = do(t, http.MethodPost, base+"/aep/events", "application/x-ndjson", dEvent)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
@@ -149,6 +165,16 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 		if !got {
 			t.Fatalf("stream %d did not deliver %s", i, id)
 		}
+	}
+	if ev := ws.Event(); ev.ID != id {
+		t.Fatalf("the WebSocket stream delivered %s", ev.Raw)
+	}
+	resp = do(t, http.MethodPost, base+"/aep/subscriptions/"+created.ID+"/acks", "application/json",
+		`[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"`+id+`"}}]`)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"applied"`) {
+		t.Fatalf("ack: %d %s", resp.StatusCode, b)
 	}
 
 	// The emitter's own trace context, carried in the R event.
@@ -179,7 +205,7 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 			return false
 		}
 		ts = byTrace(spans, ingest.GetTraceId())
-		return len(ts.named("aep.deliver")) >= 2
+		return len(ts.named("aep.deliver")) >= 4 && len(ts.named("aep.ack")) == 1
 	})
 	if !ok {
 		t.Fatalf("no complete trace: ingest span %v, R ingest span %v, trace %v", ingest, rIngest, ts)
@@ -190,7 +216,7 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 	if req == nil || req.GetName() != "POST /aep/events" || req.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
 		t.Fatalf("the event's ingest span's parent is %v, want the POST /aep/events server span", req)
 	}
-	delivered := map[string]bool{}
+	streamsSeen := map[string]int{}
 	for _, d := range ts.named("aep.deliver") {
 		recvSpan := ts.parent(d)
 		if recvSpan == nil || !strings.HasSuffix(recvSpan.GetName(), " receive") {
@@ -203,13 +229,18 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 		if ts.parent(pub) != ingest {
 			t.Fatalf("publish span's parent is %v, want the event's ingest span", ts.parent(pub))
 		}
-		delivered[string(d.GetSpanId())] = true
-		if attr(d, "aep.stream") != "sse" || attr(d, "aep.tenant") != "default" {
+		streamsSeen[attr(d, "aep.stream")]++
+		if attr(d, "aep.tenant") != "default" {
 			t.Errorf("delivery span attributes: %v", d.GetAttributes())
 		}
 	}
-	if len(delivered) != 2 {
-		t.Fatalf("%d delivery spans in the trace, want 2 (one per stream)", len(delivered))
+	if streamsSeen["sse"] != 2 || streamsSeen["ws"] != 1 || streamsSeen["sse-durable"] != 1 || len(streamsSeen) != 3 {
+		t.Fatalf("delivery spans by stream %v, want one per stream: 2 SSE, 1 WebSocket, 1 durable SSE", streamsSeen)
+	}
+	// The ack: child of the durable stream's Kafka receive span.
+	ack := ts.named("aep.ack")[0]
+	if p := ts.parent(ack); p == nil || !strings.HasSuffix(p.GetName(), " receive") || attr(ack, "aep.ack.outcome") != "applied" {
+		t.Fatalf("ack span %v under %v", ack, p)
 	}
 
 	// The R event: its emitter's trace, its emitter's span as parent, a link

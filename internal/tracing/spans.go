@@ -131,22 +131,39 @@ type Deliveries struct {
 	spans []trace.Span
 }
 
-// Start starts the delivery span of r on a stream, as the child of the
-// record's context (the Kafka receive span, itself the child of the
-// context in the record's headers).
+// Start starts the delivery span of r on a stream (StartDelivery) and
+// keeps it until End.
 func (d *Deliveries) Start(r *kgo.Record, stream, tenant string, seq uint64, attempt int) {
-	st := cur.Load()
-	if st == nil || r == nil || len(d.spans) >= maxOpenDeliveries {
+	if cur.Load() == nil || r == nil || len(d.spans) >= maxOpenDeliveries {
 		return
 	}
-	ctx := st.recordContext(r)
+	d.spans = append(d.spans, StartDelivery(r, stream, tenant, seq, attempt))
+}
+
+// StartDelivery starts the span of one delivery of r to a stream: the child
+// of the record's context (the Kafka receive span, itself the child of the
+// context in the record's headers). End it when the write that carries the
+// delivery to the client returns (for a queued writer: EndWritten).
+func StartDelivery(r *kgo.Record, stream, tenant string, seq uint64, attempt int) trace.Span {
+	st := cur.Load()
+	if st == nil || r == nil {
+		return noop
+	}
 	attrs := []attribute.KeyValue{AttrStream.String(stream), AttrTenant.String(tenant), AttrSequence.Int64(int64(seq)),
 		AttrPartition.Int(int(r.Partition)), AttrOffset.Int64(r.Offset)}
 	if attempt > 0 {
 		attrs = append(attrs, AttrAttempt.Int(attempt))
 	}
-	_, span := st.tracer.Start(ctx, "aep.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	d.spans = append(d.spans, span)
+	_, span := st.tracer.Start(st.recordContext(r), "aep.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return span
+}
+
+// EndWritten ends meta when it is a span: a queued writer's hook after it
+// wrote a message whose bookkeeping is a delivery span (StartDelivery).
+func EndWritten(meta any) {
+	if s, ok := meta.(trace.Span); ok {
+		s.End()
+	}
 }
 
 // maxOpenDeliveries bounds the spans one stream holds between writes.
