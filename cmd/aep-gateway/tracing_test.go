@@ -120,9 +120,9 @@ func openSSE(t *testing.T, ctx context.Context, url string) *bufio.Scanner {
 
 // One published event yields one trace: the ingest request, the event's
 // ingest span, the Kafka publish and receive (kotel), and one delivery span
-// per stream that received it (two SSE streams, a WebSocket one and a
-// durable subscription's stream), each the child of the one before, and the
-// durable consumer's ack. An R event
+// per stream that received it (two SSE streams, a WebSocket one, a durable
+// subscription's SSE stream and an at_least_once WebSocket subscription),
+// each the child of the one before, and the durable consumer's ack. An R event
 // carrying its own traceparent is ingested in its emitter's trace, linked to
 // the request's. Real sockets, the embedded broker, an OTLP/HTTP receiver.
 func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
@@ -138,6 +138,9 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 	ws := gatewaytest.DialWSD(t, gatewaytest.WSURL(base, "/aep"), gatewaytest.WSOptions{Buffer: 16})
 	defer ws.Close()
 	ws.MustSubscribe("evt_trace_sub", `{"types":["task.*"]}`)
+	wsDurable := gatewaytest.DialWSD(t, gatewaytest.WSURL(base, "/aep"), gatewaytest.WSOptions{Buffer: 16})
+	defer wsDurable.Close()
+	wsDurable.MustSubscribe("evt_trace_sub_d", `{"types":["task.*"],"delivery_mode":"at_least_once"}`)
 	// A durable subscription, its stream, and later its consumer's ack.
 	resp := do(t, http.MethodPost, base+"/aep/subscriptions", "application/json", `{"types":["task.*"]}`)
 	var created struct {
@@ -166,8 +169,10 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 			t.Fatalf("stream %d did not deliver %s", i, id)
 		}
 	}
-	if ev := ws.Event(); ev.ID != id {
-		t.Fatalf("the WebSocket stream delivered %s", ev.Raw)
+	for _, w := range []*gatewaytest.WSD{ws, wsDurable} {
+		if ev := w.Event(); ev.ID != id {
+			t.Fatalf("a WebSocket stream delivered %s", ev.Raw)
+		}
 	}
 	resp = do(t, http.MethodPost, base+"/aep/subscriptions/"+created.ID+"/acks", "application/json",
 		`[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"`+id+`"}}]`)
@@ -205,7 +210,7 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 			return false
 		}
 		ts = byTrace(spans, ingest.GetTraceId())
-		return len(ts.named("aep.deliver")) >= 4 && len(ts.named("aep.ack")) == 1
+		return len(ts.named("aep.deliver")) >= 5 && len(ts.named("aep.ack")) == 1
 	})
 	if !ok {
 		t.Fatalf("no complete trace: ingest span %v, R ingest span %v, trace %v", ingest, rIngest, ts)
@@ -234,8 +239,8 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 			t.Errorf("delivery span attributes: %v", d.GetAttributes())
 		}
 	}
-	if streamsSeen["sse"] != 2 || streamsSeen["ws"] != 1 || streamsSeen["sse-durable"] != 1 || len(streamsSeen) != 3 {
-		t.Fatalf("delivery spans by stream %v, want one per stream: 2 SSE, 1 WebSocket, 1 durable SSE", streamsSeen)
+	if streamsSeen["sse"] != 2 || streamsSeen["ws"] != 1 || streamsSeen["sse-durable"] != 1 || streamsSeen["ws-durable"] != 1 || len(streamsSeen) != 4 {
+		t.Fatalf("delivery spans by stream %v, want one per stream: 2 SSE, 1 WebSocket, 1 durable SSE, 1 durable WebSocket", streamsSeen)
 	}
 	// The ack: child of the durable stream's Kafka receive span.
 	ack := ts.named("aep.ack")[0]

@@ -92,11 +92,11 @@ func (c *wsConn) push(m []byte) bool { return c.conn.Send(m) }
 
 // pushDelivery is push for the message of a delivery of r: with tracing on,
 // the delivery's span ends when the writer has written it.
-func (c *wsConn) pushDelivery(m []byte, r *kgo.Record, seq uint64) bool {
+func (c *wsConn) pushDelivery(m []byte, r *kgo.Record, stream string, seq uint64, attempt int) bool {
 	if !tracing.On() {
 		return c.push(m)
 	}
-	return c.conn.SendCtx(c.ctx, transport.Item{Msg: m, Meta: tracing.StartDelivery(r, "ws", c.tenant.String(), seq, 0)})
+	return c.conn.SendCtx(c.ctx, transport.Item{Msg: m, Meta: tracing.StartDelivery(r, stream, c.tenant.String(), seq, attempt)})
 }
 
 // closeWith queues the close frame after everything queued so far. Reader

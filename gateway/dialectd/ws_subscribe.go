@@ -242,7 +242,7 @@ func (c *wsConn) pump(s *wsSub) {
 		}
 		queued := false
 		if d.Event != nil {
-			queued = c.pushDelivery(msg, d.Event.Record, d.Sequence)
+			queued = c.pushDelivery(msg, d.Event.Record, "ws", d.Sequence, 0)
 		} else {
 			queued = c.push(msg) // a marker
 		}
