@@ -210,7 +210,7 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 			return false
 		}
 		ts = byTrace(spans, ingest.GetTraceId())
-		return len(ts.named("aep.deliver")) >= 5 && len(ts.named("aep.ack")) == 1
+		return len(ts.named("aep.deliver")) >= 5 && len(ts.named("aep.ack")) == 1 && ts.parent(ingest) != nil
 	})
 	if !ok {
 		t.Fatalf("no complete trace: ingest span %v, R ingest span %v, trace %v", ingest, rIngest, ts)
@@ -248,6 +248,32 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 		t.Fatalf("ack span %v under %v", ack, p)
 	}
 
+	// An event published over a WebSocket: its ingest span is the child of
+	// the message's span.
+	const wsID = "evt_traced_ws"
+	wsEmitter := gatewaytest.DialWSD(t, gatewaytest.WSURL(base, "/aep"), gatewaytest.WSOptions{Buffer: 16})
+	defer wsEmitter.Close()
+	wsEmitter.Send(`{"aep_version":"0.1","id":"` + wsID + `","type":"note.added","source":"agent:r","session_id":"sess_t","created_at":"2026-07-09T10:00:00Z","payload":{}}`)
+	if m := wsEmitter.Next(); m.Type != "event.acknowledged" || m.Str("acknowledged_event_id") != wsID {
+		t.Fatalf("WebSocket publish answer: %s", m.Raw)
+	}
+	// Spans are exported as they end: the message's after its events'.
+	var wsIngest, msg *tracepb.Span
+	if !gatewaytest.Eventually(10*time.Second, 20*time.Millisecond, func() bool {
+		spans := recv.snapshot()
+		for _, s := range spans {
+			if s.GetName() == "aep.ingest.event" && attr(s, "aep.event.id") == wsID {
+				wsIngest = s
+			}
+		}
+		if wsIngest != nil {
+			msg = byTrace(spans, wsIngest.GetTraceId()).parent(wsIngest)
+		}
+		return msg != nil
+	}) || msg.GetName() != "aep.ingest.message" {
+		t.Fatalf("the WebSocket event's ingest span %v has parent %v, want aep.ingest.message", wsIngest, msg)
+	}
+
 	// The R event: its emitter's trace, its emitter's span as parent, a link
 	// to the request's span; the Kafka publish follows it there.
 	if hex.EncodeToString(rIngest.GetTraceId()) != emitterTrace || hex.EncodeToString(rIngest.GetParentSpanId()) != emitterSpan {
@@ -264,7 +290,11 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 		t.Fatalf("no publish span in the emitter's trace: %v", rts)
 	}
 	link := rIngest.GetLinks()[0]
-	if lreq := byTrace(recv.snapshot(), link.GetTraceId())[string(link.GetSpanId())]; lreq == nil || lreq.GetName() != "POST /events" {
+	var lreq *tracepb.Span
+	if !gatewaytest.Eventually(10*time.Second, 20*time.Millisecond, func() bool {
+		lreq = byTrace(recv.snapshot(), link.GetTraceId())[string(link.GetSpanId())]
+		return lreq != nil
+	}) || lreq.GetName() != "POST /events" {
 		t.Fatalf("R ingest span links to %v, want the POST /events server span", lreq)
 	}
 }
