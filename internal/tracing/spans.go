@@ -82,18 +82,21 @@ func StartEvent(ctx context.Context, raw []byte, dialect, tenant, id, typ string
 	if st == nil {
 		return ctx, noop
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(AttrDialect.String(dialect), AttrTenant.String(tenant), AttrEventID.String(id), AttrEventType.String(typ))}
 	parent := ctx
+	var links []trace.Link
 	if tp := eventTraceparent(raw); tp != "" {
 		if sc := trace.SpanContextFromContext(st.prop.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})); sc.IsValid() {
 			if req := trace.SpanContextFromContext(ctx); req.IsValid() {
-				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: req}))
+				links = []trace.Link{{SpanContext: req}}
 			}
 			parent = trace.ContextWithRemoteSpanContext(ctx, sc)
 		}
 	}
-	return st.tracer.Start(parent, "aep.ingest.event", opts...)
+	ctx, span := st.tracer.Start(parent, "aep.ingest.event", trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...))
+	if span.IsRecording() { // attributes only for spans that are kept (sampled)
+		span.SetAttributes(AttrDialect.String(dialect), AttrTenant.String(tenant), AttrEventID.String(id), AttrEventType.String(typ))
+	}
+	return ctx, span
 }
 
 // EndError ends span, marking it failed when err is not nil.
@@ -149,12 +152,14 @@ func StartDelivery(r *kgo.Record, stream, tenant string, seq uint64, attempt int
 	if st == nil || r == nil {
 		return noop
 	}
-	attrs := []attribute.KeyValue{AttrStream.String(stream), AttrTenant.String(tenant), AttrSequence.Int64(int64(seq)),
-		AttrPartition.Int(int(r.Partition)), AttrOffset.Int64(r.Offset)}
-	if attempt > 0 {
-		attrs = append(attrs, AttrAttempt.Int(attempt))
+	_, span := st.tracer.Start(st.recordContext(r), "aep.deliver", trace.WithSpanKind(trace.SpanKindProducer))
+	if span.IsRecording() {
+		span.SetAttributes(AttrStream.String(stream), AttrTenant.String(tenant), AttrSequence.Int64(int64(seq)),
+			AttrPartition.Int(int(r.Partition)), AttrOffset.Int64(r.Offset))
+		if attempt > 0 {
+			span.SetAttributes(AttrAttempt.Int(attempt))
+		}
 	}
-	_, span := st.tracer.Start(st.recordContext(r), "aep.deliver", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
 	return span
 }
 
