@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -67,6 +69,29 @@ func benchIngest(b *testing.B, d aep.Dialect) {
 
 func BenchmarkIngestR(b *testing.B) { benchIngest(b, aep.DialectR) }
 func BenchmarkIngestD(b *testing.B) { benchIngest(b, aep.DialectD) }
+
+// BenchmarkIngestDTraced is BenchmarkIngestD with tracing on, spans
+// exported over OTLP/HTTP to a local receiver that discards them: the cost
+// of the request span, 100 event spans and 100 Kafka publish spans
+// (plugin/kotel, traceparent headers) per request, with every trace
+// sampled (ratio=1) and with none (ratio=0: spans are made but not
+// recorded or exported).
+func BenchmarkIngestDTraced(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer sink.Close()
+	for _, ratio := range []float64{1, 0} {
+		b.Run(fmt.Sprintf("ratio=%v", ratio), func(b *testing.B) {
+			stop, err := tracing.Setup(context.Background(), tracing.Config{Endpoint: sink.URL, SampleRatio: ratio})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = stop(context.Background()) }()
+			benchIngest(b, aep.DialectD)
+		})
+	}
+}
 
 // BenchmarkProduceDirect is the baseline: 100 records of the same events,
 // keyed and with headers, written through KafkaWriter with no HTTP and no

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -43,7 +44,8 @@ func newTestGatewayTB(t testing.TB, mutate func(*Config)) *testGateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}, NewProducerOpts(DefaultLimits.MaxEventBytes, 2*time.Second)...)...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...)}, NewProducerOpts(DefaultLimits.MaxEventBytes, 2*time.Second)...)
+	cl, err := kgo.NewClient(append(opts, tracing.KafkaHooks()...)...) // none unless a benchmark turned tracing on
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,9 +138,11 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 	if len(recs) == 0 {
 		return nil
 	}
+	spans := traceEvents(ctx, tenant, d, recs, outs, idx)
 	start := time.Now()
 	errs := in.writer.Write(ctx, recs)
 	in.metrics.produceLatency.WithLabelValues(d.String()).Observe(time.Since(start).Seconds())
+	endEvents(spans, errs)
 	var firstErr error
 	for j, r := range recs {
 		o := &outs[idx[j]]

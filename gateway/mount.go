@@ -7,6 +7,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // Mount serves h for every method at pattern (chi syntax), behind the same
@@ -71,7 +72,8 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 		}
 	}
 	if valid > 0 {
-		_ = s.ingest.write(ctx, tenant, d, outs)
+		mctx, span := tracing.StartMessage(ctx, d.String(), tenant, len(events))
+		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs))
 	}
 	res := make([]IngestResult, len(outs))
 	accepted := 0

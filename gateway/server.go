@@ -146,8 +146,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), unauthorizedR), s.bodyGuard(aep.DialectR)).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), unauthorizedD), s.bodyGuard(aep.DialectD)).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), unauthorizedR), s.bodyGuard(aep.DialectR), traceIngest("POST /events")).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), unauthorizedD), s.bodyGuard(aep.DialectD), traceIngest("POST /aep/events")).Post("/aep/events", s.handleIngestD)
 	return r
 }
 

@@ -133,6 +133,12 @@ has defaults "name: AEP_API_KEYS"
 has defaults "terminationGracePeriodSeconds: 45"
 hasnt defaults "AEP_KAFKA_BROKERS"
 hasnt defaults "AEP_ALLOW_UNAUTHENTICATED"
+# Tracing is off unless an endpoint is given; the cardinality caps are always set.
+hasnt defaults "AEP_OTLP_ENDPOINT"
+has defaults "name: AEP_METRICS_MAX_TENANTS"
+render tracing --set tracing.otlpEndpoint=http://otel:4318 --set-json tracing.sampleRatio=0.25 || fail "helm template with tracing: $(cat "$OUT/tracing.err")"
+has tracing "name: AEP_OTLP_ENDPOINT"
+has tracing 'value: "0.25"' 
 hasnt defaults "kind: PodDisruptionBudget"
 hasnt defaults "topologySpreadConstraints"
 

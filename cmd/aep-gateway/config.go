@@ -6,10 +6,12 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -76,6 +78,13 @@ type config struct {
 	LogFormat       string
 	LogLevel        string
 	AccessLogSample int
+
+	OTLPEndpoint     string
+	OTelServiceName  string
+	TraceSampleRatio float64
+
+	MetricsMaxTenants         int
+	MetricsSubscriptionLagTop int
 
 	ShowVersion bool // --version: print the version and exit
 }
@@ -160,6 +169,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int(&c.AccessLogSample, "access-log-sample", 1, "write one info-level access log line (request id, tenant, remote, route, status, bytes, latency) in every N requests; server errors are always written (0: none but server errors)")
+	fs.String(&c.OTLPEndpoint, "otlp-endpoint", "", "send OpenTelemetry traces to this OTLP/HTTP collector (http://collector:4318; /v1/traces is appended when the URL has no path); empty: the standard OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when set, else tracing is off")
+	fs.String(&c.OTelServiceName, "otel-service-name", envOr("OTEL_SERVICE_NAME", "aep-gateway"), "service.name of the traces (default: OTEL_SERVICE_NAME when set)")
+	fs.Float64(&c.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of new traces recorded, 0..1; a request or event with a traceparent follows its sampled flag")
+	fs.Int(&c.MetricsMaxTenants, "metrics-max-tenants", 100, "tenants that get their own series in per-tenant metrics (lag, redeliveries, dead letters); later tenants are counted under tenant=\"_other\"")
+	fs.Int(&c.MetricsSubscriptionLagTop, "metrics-subscription-lag-top", 10, "export aep_delivery_subscription_lag_records for the N durable subscriptions of this node with the largest lag (0: none)")
 	// No environment twin: an AEP_VERSION meant for something else must not
 	// turn the server into a version printer.
 	fs.FlagSet.BoolVar(&c.ShowVersion, "version", false, "print the version, VCS revision and Go version, and exit")
@@ -217,6 +231,15 @@ func (c config) validate() error {
 	}
 	if c.RateLimit < 0 || c.RateBurst < 0 {
 		return errors.New("--rate-limit and --rate-burst must not be negative")
+	}
+	if c.TraceSampleRatio < 0 || c.TraceSampleRatio > 1 {
+		return fmt.Errorf("--trace-sample-ratio %v: want 0..1", c.TraceSampleRatio)
+	}
+	if c.MetricsMaxTenants < 1 || c.MetricsMaxTenants > 10000 {
+		return fmt.Errorf("--metrics-max-tenants %d: want 1..10000", c.MetricsMaxTenants)
+	}
+	if c.MetricsSubscriptionLagTop < 0 || c.MetricsSubscriptionLagTop > 1000 {
+		return fmt.Errorf("--metrics-subscription-lag-top %d: want 0..1000", c.MetricsSubscriptionLagTop)
 	}
 	if c.AccessLogSample < 0 {
 		return fmt.Errorf("--access-log-sample %d: want 0 or more", c.AccessLogSample)
@@ -283,4 +306,22 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// envOr is the environment variable name's value, or def when it is unset
+// or empty (a default taken from a standard variable of another tool).
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// otlpEndpoint is --otlp-endpoint, else the standard OpenTelemetry
+// environment variables' endpoint.
+func (c config) otlpEndpoint() string {
+	if c.OTLPEndpoint != "" {
+		return c.OTLPEndpoint
+	}
+	return tracing.EnvEndpoint(os.Getenv)
 }

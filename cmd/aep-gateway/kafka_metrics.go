@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // kafkaClientMetrics are franz-go's client metrics (plugin/kprom) under
@@ -109,3 +111,17 @@ var (
 	_ kgo.HookClientClosed = (*sharedHooks)(nil)
 	_ kgo.HookBrokerE2E    = (*sharedHooks)(nil)
 )
+
+// hubRefusals are aep_stream_refusals_total{reason}: streams (SSE and
+// WebSocket, every binding) the Hub refused, over the tenant's
+// --max-streams-per-tenant ("tenant-limit") or during shutdown
+// ("shutting-down").
+func hubRefusals(h *transport.Hub) []prometheus.Collector {
+	const name, help = "aep_stream_refusals_total", "Streams (SSE and WebSocket) refused on admission, by reason: tenant-limit (--max-streams-per-tenant) or shutting-down."
+	limit := func() float64 { n, _ := h.Refusals(); return float64(n) }
+	shut := func() float64 { _, n := h.Refusals(); return float64(n) }
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"reason": "tenant-limit"}}, limit),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"reason": "shutting-down"}}, shut),
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -140,6 +141,20 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			Msg("embedded Kafka-protocol broker started; point any Kafka tool at this address")
 	}
 
+	// Tracing first, so that every Kafka client gets its hooks, and
+	// stopped last, so that the spans of the shutdown are flushed.
+	ver, rev, _ := buildInfo()
+	stopTracing, err := tracing.Setup(ctx, tracing.Config{
+		Endpoint: cfg.otlpEndpoint(), ServiceName: cfg.OTelServiceName, ServiceVersion: ver, SampleRatio: cfg.TraceSampleRatio,
+	})
+	if err != nil {
+		return err
+	}
+	lc.add("tracing", stopTracing)
+	if tracing.On() {
+		log.Info().Str("otlp_endpoint", cfg.otlpEndpoint()).Float64("sample_ratio", cfg.TraceSampleRatio).Msg("OpenTelemetry tracing on")
+	}
+
 	// One registry serves /metrics for the gateway, the delivery engine, the
 	// Kafka clients (kprom) and the build info.
 	reg := prometheus.NewRegistry()
@@ -151,7 +166,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	prodOpts := append(append([]kgo.Opt{}, opts...), gateway.NewProducerOpts(cfg.MaxEventBytes, cfg.WriteTimeout)...)
-	prodOpts = append(prodOpts, kmetrics.producer)
+	prodOpts = append(append(prodOpts, kmetrics.producer), tracing.KafkaHooks()...)
 	opts = append(opts, kmetrics.consumer) // every other client: delivery, relay, cursors
 	producer, err := kgo.NewClient(prodOpts...)
 	if err != nil {
@@ -221,7 +236,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
+	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
+		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop})
 	if err != nil {
 		return err
 	}
@@ -229,6 +246,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	// Every stream of every binding is admitted by one Hub: one per-tenant
 	// cap, and one shutdown that ends them all.
 	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
+	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
@@ -291,7 +309,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		<-serveErr
 		return err
 	})
-	ver, rev, _ := buildInfo()
 	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
 		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
 

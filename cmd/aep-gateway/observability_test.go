@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 )
 
 // lockedLog is a log writer the test reads while the gateway writes.
@@ -117,12 +119,13 @@ func TestVersionFlagAndBuildInfo(t *testing.T) {
 
 // startGateway runs the real server wiring (serve) on the embedded broker
 // and returns its base URL; it stops when the test ends.
-func startGateway(t *testing.T) string {
+// Extra flags are appended to the defaults.
+func startGateway(t *testing.T, extra ...string) string {
 	t.Helper()
-	cfg, err := parseConfig([]string{
+	cfg, err := parseConfig(append([]string{
 		"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0",
 		"--topic-partitions", "2", "--log-level", "info",
-	}, io.Discard)
+	}, extra...), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +240,7 @@ func dashboardMetrics(t *testing.T) []string {
 	known := regexp.MustCompile(`^(?:aep|go|process)_`)
 	number := regexp.MustCompile(`^[0-9]`)
 	funcs := map[string]bool{"sum": true, "rate": true, "histogram_quantile": true, "label_values": true, "max": true,
-		"min": true, "avg": true, "count": true, "increase": true, "irate": true, "le": true}
+		"min": true, "avg": true, "count": true, "increase": true, "irate": true, "le": true, "topk": true}
 	set := map[string]bool{}
 	for _, e := range exprs {
 		for _, id := range ident.FindAllString(strip.ReplaceAllString(e, " "), -1) {
@@ -286,6 +289,23 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 			panic(err)
 		}
 	}
+}
+
+// engineMetricNames are the aep_delivery_* names the delivery engine
+// registers, with series per tenant (redeliveries, dead letters, lag) that
+// appear only once a tenant has some.
+func engineMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	rec := &recordingRegisterer{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Registerer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	if !rec.names["aep_delivery_durable_lag_records"] {
+		t.Fatalf("engine registered %v", rec.names)
+	}
+	return rec.names
 }
 
 // kafkaMetricNames are the aep_kafka_* names newKafkaClientMetrics registers
@@ -369,6 +389,9 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 	// failure. Those count when the gateway's Kafka client metrics register
 	// them: the same constructor serve uses, on a recording registry.
 	registered := kafkaMetricNames(t)
+	for n := range engineMetricNames(t) {
+		registered[n] = true
+	}
 	var missing []string
 	for _, n := range dashboardMetrics(t) {
 		base := n

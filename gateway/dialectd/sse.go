@@ -14,6 +14,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // Dialect D delivery modes (seed 001).
@@ -98,6 +99,7 @@ type streamState struct {
 	from     string                   // the cursor resumed from, "" when live
 	gaps     []cursor.Gap
 	enc      *cursor.Encoder // signs this stream's cursors; made by the first cursorAt
+	spans    tracing.Deliveries
 }
 
 func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -8,12 +8,16 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // stream writes the subscription's deliveries as SSE messages until the
 // client leaves, a write fails, or the subscription ends.
 func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, st *streamState) {
 	cfg := transport.SSEConfig{Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch, Shutdown: h.hub.ShuttingDown()}
+	if tracing.On() {
+		cfg.AfterWrite = st.spans.End
+	}
 	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
 	if err := transport.ServeSSE(w, r, cfg, sub.C(), appendMsg, nil); err != nil {
 		h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
@@ -33,6 +37,7 @@ func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Deliver
 	if err != nil {
 		return buf, err
 	}
+	st.spans.Start(d.Event.Record, "sse", st.tenant.String(), d.Sequence, 0)
 	return appendEventSSE(buf, d.Event, st.mode, d.Sequence, cur)
 }
 

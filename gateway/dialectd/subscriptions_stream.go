@@ -13,6 +13,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // stream serves GET /aep/subscriptions/{id}/stream: the subscription's
@@ -92,6 +93,9 @@ type durableSSE struct {
 
 func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream) {
 	cfg := transport.SSEConfig{Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown()}
+	if tracing.On() {
+		cfg.AfterWrite = d.st.spans.End
+	}
 	onClose := func(buf []byte) []byte {
 		if !errors.Is(s.Err(), engine.ErrExpired) {
 			return buf
@@ -132,6 +136,7 @@ func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byt
 	if err != nil {
 		return buf, err
 	}
+	d.st.spans.Start(dl.Event.Record, "sse-durable", d.st.tenant.String(), dl.Sequence, dl.Attempt)
 	return appendEventSSE(buf, dl.Event, ModeAtLeastOnce, dl.Sequence, cur)
 }
 

@@ -103,8 +103,14 @@ func (c *wsConn) pumpAck(s *wsSub) {
 			c.log.Error().Err(err).Str("subscription_id", s.id).Msg("dialectd: websocket encode")
 			break
 		}
-		for _, m := range msgs {
-			if !c.push(m) {
+		for i, m := range msgs {
+			queued := false
+			if d.Kind == engine.DurableEvent && i == len(msgs)-1 { // the event itself
+				queued = c.pushDelivery(m, d.Event.Record, "ws-durable", d.Sequence, d.Attempt)
+			} else {
+				queued = c.push(m)
+			}
+			if !queued {
 				return
 			}
 		}

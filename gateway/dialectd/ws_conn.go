@@ -7,9 +7,11 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // wsConn is one WebSocket connection: one session, served by a
@@ -61,7 +63,7 @@ func newWSConn(h *WSHandler, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
 	}
 	c.conn = transport.NewConn(ws, transport.WSConfig{
 		Outbound: h.cfg.Outbound, WriteTimeout: h.cfg.WriteTimeout, HandshakeTimeout: h.cfg.SetupTimeout,
-		Heartbeat: hb, Logger: c.log,
+		Heartbeat: hb, Logger: c.log, Written: tracing.EndWritten,
 	})
 	c.ctx = c.conn.Context()
 	return c
@@ -87,6 +89,15 @@ func (c *wsConn) receive(typ websocket.MessageType, data []byte) bool {
 
 // push queues m, waiting for room; false when the connection is ending.
 func (c *wsConn) push(m []byte) bool { return c.conn.Send(m) }
+
+// pushDelivery is push for the message of a delivery of r: with tracing on,
+// the delivery's span ends when the writer has written it.
+func (c *wsConn) pushDelivery(m []byte, r *kgo.Record, stream string, seq uint64, attempt int) bool {
+	if !tracing.On() {
+		return c.push(m)
+	}
+	return c.conn.SendCtx(c.ctx, transport.Item{Msg: m, Meta: tracing.StartDelivery(r, stream, c.tenant.String(), seq, attempt)})
+}
 
 // closeWith queues the close frame after everything queued so far. Reader
 // only.

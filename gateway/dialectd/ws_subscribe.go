@@ -240,7 +240,13 @@ func (c *wsConn) pump(s *wsSub) {
 		if msg == nil {
 			continue
 		}
-		if !c.push(msg) {
+		queued := false
+		if d.Event != nil {
+			queued = c.pushDelivery(msg, d.Event.Record, "ws", d.Sequence, 0)
+		} else {
+			queued = c.push(msg) // a marker
+		}
+		if !queued {
 			return
 		}
 		last = cur

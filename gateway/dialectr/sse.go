@@ -11,6 +11,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // Stream is the SSE binding, GET {base}/stream (AEP-0003 §3.3). Mount it
@@ -74,7 +75,7 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	defer sub.Close()
 
 	transport.StartSSE(w)
-	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive}
+	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive, tenant: tn.String()}
 	s.run(w, r, sub)
 }
 
@@ -138,6 +139,8 @@ type sseStream struct {
 	gate    *replayGate // nil once caught up or when live
 	noLive  bool        // live=0: end after the catch-up
 	items   []gateItem  // scratch
+	tenant  string
+	spans   tracing.Deliveries
 }
 
 func (s *sseStream) sseConfig() transport.SSEConfig {
@@ -159,7 +162,11 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 		}
 		return append(b, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
 	}
-	_ = transport.ServeSSE(w, r, s.sseConfig(), sub.C(), s.add, onClose)
+	cfg := s.sseConfig()
+	if tracing.On() {
+		cfg.AfterWrite = s.spans.End
+	}
+	_ = transport.ServeSSE(w, r, cfg, sub.C(), s.add, onClose)
 }
 
 // add appends the SSE messages of one delivery: the event if it is
@@ -202,6 +209,7 @@ func (s *sseStream) appendEvent(buf []byte, ev *engine.Event) []byte {
 		s.rl.cfg.Logger.Warn().Err(err).Int32("partition", ev.Record.Partition).Int64("offset", ev.Record.Offset).Msg("dialectr: event not delivered: down-level failed")
 		return buf
 	}
+	s.spans.Start(ev.Record, "sse-r", s.tenant, 0, 0)
 	return appendSSEMessage(buf, &ev.Attrs, raw)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -264,6 +265,7 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	rctx, s.cancel = context.WithCancel(e.ctx)
 	e.wg.Add(1)
 	e.metrics.durable.Inc()
+	e.lag.track(s)
 	e.goMu.Unlock()
 	go s.run(rctx)
 	return s, nil
@@ -336,6 +338,7 @@ func (s *DurableStream) Ack(eventID string) AckOutcome {
 	for _, pe := range list {
 		s.settleLocked(pe)
 		s.stats.Acked++
+		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
 	}
 	s.wakeLocked()
 	return OutcomeApplied
@@ -356,6 +359,7 @@ func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 	delete(s.byID, eventID)
 	now := s.req.clock()
 	for _, pe := range list {
+		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
 		pe.rejected = &Rejection{Code: code, Message: message}
 		pe.due = now
 		if pe.hidx >= 0 {
@@ -391,6 +395,7 @@ func (s *DurableStream) run(ctx context.Context) {
 	defer s.e.wg.Done()
 	defer close(s.done)
 	defer s.e.metrics.durable.Dec()
+	defer s.e.lag.untrack(s)
 	err := s.loop(ctx)
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
@@ -549,7 +554,7 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		}
 		if attempts > 1 {
 			s.stats.Redeliveries++
-			s.e.metrics.redelivered.Inc()
+			s.e.metrics.redelivery(s.req.Tenant)
 		}
 		s.armLocked(pe, now)
 		s.seq++
@@ -603,7 +608,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			}
 			q.attempts++
 			s.stats.Redeliveries++
-			s.e.metrics.redelivered.Inc()
+			s.e.metrics.redelivery(s.req.Tenant)
 			s.armLocked(q, now)
 			s.seq++
 			out = append(out, DurableDelivery{Kind: DurableEvent, Event: q.ev, Attempt: q.attempts, Sequence: s.seq})
@@ -624,7 +629,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		}
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
-		s.e.metrics.deadLettered.Inc()
+		s.e.metrics.deadLetter(s.req.Tenant)
 		s.mu.Unlock()
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, DeadLetter: p})
 	}

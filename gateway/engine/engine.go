@@ -69,12 +69,21 @@ type Config struct {
 	// Registerer receives the engine's metrics (aep_delivery_*). Nil
 	// leaves them unregistered.
 	Registerer prometheus.Registerer
+	// MetricsMaxTenants caps the tenant label of per-tenant metrics: the
+	// first tenants seen keep their name, later ones count as OtherTenant.
+	// Zero means DefaultMetricsMaxTenants.
+	MetricsMaxTenants int
+	// SubscriptionLagTop is how many durable subscriptions of this node,
+	// the most lagging, get an aep_delivery_subscription_lag_records
+	// series. Zero means none.
+	SubscriptionLagTop int
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
 type Engine struct {
 	cfg     Config
 	metrics *metrics
+	lag     *lagCollector
 	admCl   *kgo.Client
 	adm     *kadm.Client
 	nextID  atomic.Uint64
@@ -117,7 +126,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{cfg: cfg, metrics: newMetrics(cfg.Registerer), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}, nil
+	e := &Engine{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}
+	e.lag = newLagCollector(e, cfg.SubscriptionLagTop)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(e.lag)
+	}
+	return e, nil
 }
 
 // Request describes one subscription.
@@ -159,7 +173,7 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 	if err := e.ensure(ctx, req.Tenant); err != nil {
 		return nil, err
 	}
-	t, err := e.acquire(ctx, e.cfg.Naming.Events(req.Tenant.String()))
+	t, err := e.acquire(ctx, req.Tenant.String(), e.cfg.Naming.Events(req.Tenant.String()))
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +203,7 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 
 // acquire returns the running tail of topic, starting it if needed, and
 // takes a reference on it.
-func (e *Engine) acquire(ctx context.Context, topic string) (*tail, error) {
+func (e *Engine) acquire(ctx context.Context, tenant, topic string) (*tail, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -198,7 +212,7 @@ func (e *Engine) acquire(ctx context.Context, topic string) (*tail, error) {
 	t := e.tails[topic]
 	if t == nil {
 		var err error
-		if t, err = startTail(ctx, e, topic); err != nil {
+		if t, err = startTail(ctx, e, tenant, topic); err != nil {
 			return nil, err
 		}
 		e.tails[topic] = t

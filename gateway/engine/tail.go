@@ -18,6 +18,7 @@ import (
 // record to the subscriptions that match it.
 type tail struct {
 	e      *Engine
+	tenant string
 	topic  string
 	cl     *kgo.Client
 	index  *filtering.Index
@@ -38,7 +39,7 @@ type tail struct {
 
 // startTail lists topic's end offsets and starts reading every partition
 // from there.
-func startTail(ctx context.Context, e *Engine, topic string) (*tail, error) {
+func startTail(ctx context.Context, e *Engine, tenant, topic string) (*tail, error) {
 	ends, err := e.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
@@ -67,7 +68,7 @@ func startTail(ctx context.Context, e *Engine, topic string) (*tail, error) {
 	}
 	rctx, cancel := context.WithCancel(e.ctx)
 	t := &tail{
-		e: e, topic: topic, cl: cl, index: filtering.NewIndex(), cancel: cancel,
+		e: e, tenant: tenant, topic: topic, cl: cl, index: filtering.NewIndex(), cancel: cancel,
 		done: make(chan struct{}), pos: pos, subs: map[filtering.ID]*Subscription{},
 	}
 	go t.run(rctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 var (
@@ -26,6 +27,14 @@ type Hub struct {
 	live     map[*Stream]struct{} // guarded by mu
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
+
+	refusedLimit, refusedShutdown atomic.Uint64
+}
+
+// Refusals counts the streams Enter refused, by reason: over the tenant's
+// cap (ErrTenantLimit) and after Shutdown began (ErrShuttingDown).
+func (h *Hub) Refusals() (tenantLimit, shuttingDown uint64) {
+	return h.refusedLimit.Load(), h.refusedShutdown.Load()
 }
 
 // NewHub returns a Hub that admits at most maxPerTenant open streams per
@@ -50,9 +59,11 @@ func (h *Hub) Enter(tenant string, onShutdown func()) (*Stream, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
+		h.refusedShutdown.Add(1)
 		return nil, ErrShuttingDown
 	}
 	if h.maxPerTenant > 0 && h.perTen[tenant] >= h.maxPerTenant {
+		h.refusedLimit.Add(1)
 		return nil, ErrTenantLimit
 	}
 	h.perTen[tenant]++

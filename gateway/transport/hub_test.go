@@ -91,3 +91,27 @@ func TestHubShutdownIsBoundedByItsContext(t *testing.T) {
 		t.Fatalf("Shutdown = %v, want the context's error", err)
 	}
 }
+
+// Refusals count by reason: over the tenant's cap, and after Shutdown.
+func TestHubCountsRefusals(t *testing.T) {
+	h := transport.NewHub(1)
+	s, err := h.Enter("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := h.Enter("a", nil); !errors.Is(err, transport.ErrTenantLimit) {
+			t.Fatalf("over the cap: %v", err)
+		}
+	}
+	s.Leave()
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Enter("b", nil); !errors.Is(err, transport.ErrShuttingDown) {
+		t.Fatalf("after shutdown: %v", err)
+	}
+	if limit, shut := h.Refusals(); limit != 2 || shut != 1 {
+		t.Fatalf("refusals: tenant-limit %d, shutting-down %d; want 2 and 1", limit, shut)
+	}
+}

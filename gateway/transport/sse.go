@@ -31,6 +31,10 @@ type SSEConfig struct {
 	// append last words (a closing comment) before the final write.
 	Shutdown   <-chan struct{}
 	OnShutdown func([]byte) []byte
+	// AfterWrite, when not nil, is called after each write of encoded
+	// elements with whether it succeeded, and once more with false when
+	// the stream ends (per-delivery tracing spans end there).
+	AfterWrite func(ok bool)
 }
 
 func (c SSEConfig) withDefaults() SSEConfig {
@@ -77,6 +81,9 @@ func StartSSE(w http.ResponseWriter) {
 func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <-chan T,
 	appendMsg func([]byte, T) ([]byte, error), onClose func([]byte) []byte) error {
 	cfg = cfg.withDefaults()
+	if cfg.AfterWrite != nil {
+		defer cfg.AfterWrite(false)
+	}
 	rc := http.NewResponseController(w)
 	// net/http ends the response (its last chunk) after the handler
 	// returns, under the connection's write deadline: leave it a fresh one,
@@ -121,7 +128,7 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 				if buf, err = appendMsg(buf, el); err != nil {
 					if errors.Is(err, ErrEnd) {
 						if len(buf) > 0 {
-							write(buf)
+							wrote(cfg, write(buf))
 						}
 						return nil
 					}
@@ -136,7 +143,7 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 				buf = onClose(buf)
 			}
 			if len(buf) > 0 {
-				if !write(buf) {
+				if !wrote(cfg, write(buf)) {
 					return nil
 				}
 				idle = false
@@ -146,4 +153,13 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 			}
 		}
 	}
+}
+
+// wrote tells cfg.AfterWrite the outcome ok of a write of elements and
+// returns it.
+func wrote(cfg SSEConfig, ok bool) bool {
+	if cfg.AfterWrite != nil {
+		cfg.AfterWrite(ok)
+	}
+	return ok
 }
