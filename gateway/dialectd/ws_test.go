@@ -496,7 +496,10 @@ func TestWSDMessageTooBig(t *testing.T) {
 }
 
 func TestWSDShutdown(t *testing.T) {
-	e := newWSEnv(t, dialectd.WSConfig{Heartbeat: 10 * time.Millisecond})
+	// Heartbeats run during the shutdown, but slowly enough that a loaded
+	// machine (race detector, 2 cores) cannot miss three pongs in a row and
+	// end the session with 1001 "heartbeat timeout" before the shutdown does.
+	e := newWSEnv(t, dialectd.WSConfig{Heartbeat: 500 * time.Millisecond})
 	w := e.open()
 	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
