@@ -22,11 +22,11 @@ func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.
 
 // appendMessage appends the SSE message of one delivery to buf.
 func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Delivery) ([]byte, error) {
-	if d.CaughtUp && d.Fallback {
+	if d.CaughtUp() && d.Fallback {
 		st.advance(d.Frontier)
 		return buf, nil // the stream went on without loss: nothing to tell
 	}
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		return h.appendReplayed(buf, st, d)
 	}
 	cur, err := st.cursorAfter(h.kr, d.Event, d.Sequence)

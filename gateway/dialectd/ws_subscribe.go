@@ -275,11 +275,11 @@ func (c *wsConn) ended(s *wsSub, last string) {
 // encodeDelivery builds the message of one delivery and its cursor.
 func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, string, error) {
 	st := s.st
-	if d.CaughtUp && d.Fallback {
+	if d.CaughtUp() && d.Fallback {
 		st.advance(d.Frontier)
 		return nil, "", nil // the stream went on without loss: nothing to tell
 	}
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		st.advance(d.Frontier)
 		cur, err := st.cursorAt(c.h.kr, d.Sequence)
 		if err != nil {

@@ -166,7 +166,7 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 // delivered, the markers and held windows the gate lets out. The caught-up
 // marker of a live=0 stream ends it (transport.ErrEnd).
 func (s *sseStream) add(buf []byte, d engine.Delivery) ([]byte, error) {
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		if s.gate != nil {
 			s.items = s.gate.flush(s.items[:0])
 			buf = s.appendItems(buf)

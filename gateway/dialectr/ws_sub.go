@@ -173,7 +173,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 			c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
 			return
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			if gate != nil {
 				items = gate.flush(items[:0])
 				gate = nil

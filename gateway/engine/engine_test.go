@@ -209,7 +209,7 @@ func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream ended: %v", s.Err())
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			if !d.Fallback || d.Sequence != seq {
 				t.Fatalf("marker %+v after sequence %d", d, seq)
 			}
@@ -228,7 +228,7 @@ func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
 	k.produce(0, "task.progress", "s", n)
 	for {
 		d, _ := recv(t, s)
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			continue
 		}
 		if d.Sequence != n+1 || d.Event.Attrs.ID != fmt.Sprintf("evt_s_%d", n) {
@@ -296,7 +296,7 @@ func TestCatchUpJoinsTailWithoutGapOrDuplicate(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream ended: %v", s.Err())
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			markers++
 			if d.Sequence != seq || len(d.Frontier) != parts || d.Replayed == 0 {
 				t.Fatalf("marker %+v after sequence %d", d, seq)
@@ -316,7 +316,7 @@ func TestCatchUpJoinsTailWithoutGapOrDuplicate(t *testing.T) {
 	if markers != 1 {
 		// The marker may still be queued if the catch-up joined last.
 		d, _ := recv(t, s)
-		if !d.CaughtUp {
+		if !d.CaughtUp() {
 			t.Fatalf("%d markers, then %+v", markers, d)
 		}
 	}
@@ -338,7 +338,7 @@ func TestCatchUpFromEndJoinsImmediately(t *testing.T) {
 	}
 	defer s.Close()
 	d, _ := recv(t, s)
-	if !d.CaughtUp || d.Replayed != 0 || d.Frontier[1].Offset != end {
+	if !d.CaughtUp() || d.Replayed != 0 || d.Frontier[1].Offset != end {
 		t.Fatalf("want an immediate marker at %d, got %+v", end, d)
 	}
 	k.produce(0, "task.progress", "s", 1)

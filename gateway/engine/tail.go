@@ -146,7 +146,7 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	}
 	if marker {
 		select {
-		case s.ch <- Delivery{CaughtUp: true, Fallback: fallback, Sequence: s.seq, Replayed: replayed, Frontier: frontier}:
+		case s.ch <- Delivery{Sequence: s.seq, Handover: &Handover{Fallback: fallback, Replayed: replayed, Frontier: frontier}}:
 		default:
 			return nil, nil // the caller makes room and tries again
 		}
