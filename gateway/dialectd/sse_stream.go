@@ -15,7 +15,7 @@ import (
 func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, st *streamState) {
 	cfg := transport.SSEConfig{Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch, Shutdown: h.hub.ShuttingDown()}
 	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
-	if err := transport.ServeSSE(w, r, cfg, sub.C(), appendMsg, nil); err != nil {
+	if err := transport.ServeSSE(w, r, cfg, sub.Deliveries(), appendMsg, nil); err != nil {
 		h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
 	}
 }

@@ -101,7 +101,7 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 		return buf
 	}
-	if err := transport.ServeSSE(w, r, cfg, s.C(), d.appendMessage, onClose); err != nil {
+	if err := transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose); err != nil {
 		d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
 	}
 }

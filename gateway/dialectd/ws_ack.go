@@ -73,7 +73,7 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 // event.dead_lettered.
 func (c *wsConn) pumpAck(s *wsSub) {
 	var last string
-	for d := range s.dur.C() {
+	for d := range s.dur.Deliveries().All() {
 		if s.cancelled.Load() {
 			return
 		}

@@ -227,7 +227,7 @@ func (c *wsConn) pump(s *wsSub) {
 		return
 	}
 	var last string // cursor of the last queued delivery
-	for d := range s.sub.C() {
+	for d := range s.sub.Deliveries().All() {
 		if s.cancelled.Load() {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
 // Stream is the SSE binding, GET {base}/stream (AEP-0003 §3.3). Mount it
@@ -57,8 +58,8 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if sp.noLive && pl.gate == nil {
 		// live=0 with nothing to replay: the stream opens and ends.
 		transport.StartSSE(w)
-		end := make(chan engine.Delivery)
-		close(end)
+		end := queue.New[engine.Delivery](1)
+		end.End()
 		s := &sseStream{rl: rl}
 		_ = transport.ServeSSE(w, r, s.sseConfig(), end, s.add, func(b []byte) []byte { return append(b, closingReplayed...) })
 		return
@@ -159,7 +160,7 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 		}
 		return append(b, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
 	}
-	_ = transport.ServeSSE(w, r, s.sseConfig(), sub.C(), s.add, onClose)
+	_ = transport.ServeSSE(w, r, s.sseConfig(), sub.Deliveries(), s.add, onClose)
 }
 
 // add appends the SSE messages of one delivery: the event if it is

@@ -154,12 +154,9 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	gate := pl.gate
 	var items []gateItem
 	for {
-		var d engine.Delivery
-		var ok bool
-		select {
-		case <-ctx.Done():
+		d, ok := sub.Deliveries().Recv(ctx)
+		if ctx.Err() != nil {
 			return
-		case d, ok = <-sub.C():
 		}
 		if !ok {
 			// The engine closed or the catch-up failed: the subscription

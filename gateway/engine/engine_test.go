@@ -84,13 +84,13 @@ func mustFilter(t testing.TB, q string) *filtering.Filter { return gatewaytest.F
 // timing assertion).
 func recv(t *testing.T, s *Subscription) (Delivery, bool) {
 	t.Helper()
-	select {
-	case d, ok := <-s.C():
-		return d, ok
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, ok := s.Deliveries().Recv(ctx)
+	if ctx.Err() != nil {
 		t.Fatal("no delivery within 10s")
-		return Delivery{}, false
 	}
+	return d, ok
 }
 
 func TestLiveFanoutByFilter(t *testing.T) {
@@ -320,10 +320,8 @@ func TestCatchUpJoinsTailWithoutGapOrDuplicate(t *testing.T) {
 			t.Fatalf("%d markers, then %+v", markers, d)
 		}
 	}
-	select {
-	case d := <-s.C():
+	if d, ok, _ := s.Deliveries().Next(); ok {
 		t.Fatalf("unexpected extra delivery %+v", d)
-	default:
 	}
 }
 
@@ -357,7 +355,7 @@ func TestCloseEndsStreamsAndReleasesTail(t *testing.T) {
 	}
 	a.Close()
 	a.Close()
-	if _, ok := <-a.C(); ok || a.Err() != nil {
+	if _, ok := a.Deliveries().Recv(context.Background()); ok || a.Err() != nil {
 		t.Fatalf("after Close: open or Err %v", a.Err())
 	}
 	e.mu.Lock()
@@ -377,7 +375,7 @@ func TestCloseEndsStreamsAndReleasesTail(t *testing.T) {
 	}
 	e.Close()
 	for _, s := range []*Subscription{b, c} {
-		for range s.C() {
+		for range s.Deliveries().All() {
 		}
 		if !errors.Is(s.Err(), ErrClosed) && s.Err() != nil {
 			t.Fatalf("Err = %v", s.Err())
