@@ -19,7 +19,8 @@ type WSConfig struct {
 	// waits fills its own bounded queue, which the engine handles as for
 	// any slow consumer. Zero means 256.
 	Outbound int
-	// WriteTimeout bounds each write; a write that does not finish in time
+	// WriteTimeout bounds each write (queued messages written back to
+	// back, at most 64, share one); a write that does not finish in time
 	// ends the connection. Zero means 10s.
 	WriteTimeout time.Duration
 	// HandshakeTimeout bounds each read until Ready is called (the
@@ -287,18 +288,44 @@ func (c *Conn) writer() {
 				return
 			}
 		case it := <-c.out:
-			if len(it.Msg) > 0 {
-				if !c.write(it.Msg) {
-					return
-				}
-				if it.Meta != nil && c.cfg.Written != nil {
-					c.cfg.Written(it.Meta)
-				}
-			}
-			if it.end != nil {
-				c.closeWith(Item{end: it.end})
+			if !c.writeRun(it) {
 				return
 			}
+		}
+	}
+}
+
+// maxRun is the most queued messages written under one deadline.
+const maxRun = 64
+
+// writeRun writes it and then, under the same deadline (one timer for the
+// run instead of one per message), what else is queued, up to maxRun
+// messages; an urgent close waiting ends the run. False when the writer
+// must stop (a write failed or a close was written).
+func (c *Conn) writeRun(it Item) bool {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	for n := 1; ; n++ {
+		if len(it.Msg) > 0 {
+			if err := c.ws.Write(ctx, websocket.MessageText, it.Msg); err != nil {
+				c.log.Debug().Err(err).Msg("transport: websocket write")
+				return false
+			}
+			if it.Meta != nil && c.cfg.Written != nil {
+				c.cfg.Written(it.Meta)
+			}
+		}
+		if it.end != nil {
+			c.closeWith(Item{end: it.end})
+			return false
+		}
+		if n == maxRun || len(c.urgent) > 0 {
+			return true
+		}
+		select {
+		case it = <-c.out:
+		default:
+			return true
 		}
 	}
 }
