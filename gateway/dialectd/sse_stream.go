@@ -29,7 +29,7 @@ func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Deliver
 	if d.CaughtUp() {
 		return h.appendReplayed(buf, st, d)
 	}
-	cur, err := st.cursorAfter(h.kr, d.Event, d.Sequence)
+	cur, err := st.cursorBytesAfter(h.kr, d.Event, d.Sequence)
 	if err != nil {
 		return buf, err
 	}

@@ -128,7 +128,7 @@ func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byt
 		}
 		buf = appendNotice(buf, "event.redelivered", ev)
 	}
-	cur, err := d.st.cursorAfter(d.h.kr, dl.Event, dl.Sequence)
+	cur, err := d.st.cursorBytesAfter(d.h.kr, dl.Event, dl.Sequence)
 	if err != nil {
 		return buf, err
 	}
