@@ -196,8 +196,10 @@ func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) 
 	return st.encoder(kr).Encode(st.cursor(seq))
 }
 
-// cursorBytesAfter is cursorAfter into the stream's scratch buffer: no
-// allocation. The bytes are valid until the stream's next cursor.
+// cursorBytesAfter moves the stream's frontier past ev (a redelivery below
+// the frontier leaves it) and signs the cursor of its delivery with seq
+// into the stream's scratch buffer: no allocation. The bytes are valid
+// until the stream's next cursor.
 func (st *streamState) cursorBytesAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) ([]byte, error) {
 	st.passed(ev)
 	var err error
@@ -214,13 +216,6 @@ func (st *streamState) encoder(kr *cursor.Keyring) *cursor.Encoder {
 
 func (st *streamState) cursor(seq uint64) *cursor.Cursor {
 	return &cursor.Cursor{Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier}
-}
-
-// cursorAfter moves the stream's frontier past ev and returns the cursor
-// of its delivery with seq (a redelivery below the frontier leaves it).
-func (st *streamState) cursorAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) (string, error) {
-	st.passed(ev)
-	return st.cursorAt(kr, seq)
 }
 
 // passed moves the stream's frontier past ev, where it is behind.
