@@ -57,3 +57,21 @@ func BenchmarkDIngestResponseJSON(b *testing.B) {
 		}
 	})
 }
+
+// Any id and topic: the hand-written response equals encoding/json's.
+func FuzzDIngestResponseJSON(f *testing.F) {
+	f.Add("evt_01", "aep.default.events", int64(7), true)
+	f.Add("a\"<&>\u2028\xff", "", int64(-1), false)
+	f.Fuzz(func(t *testing.T, id, topic string, offset int64, reused bool) {
+		resp := dIngestResponse{Accepted: 1, Errors: []dEventError{}, Topic: topic,
+			Positions: []dPosition{{EventIndex: 3, ID: id, Partition: 2, Offset: offset, Reused: reused}}}
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resp.appendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("got %s (%v)\nwant %s", got, err, want)
+		}
+	})
+}
