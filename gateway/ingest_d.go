@@ -140,7 +140,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 		}
 	}
-	writeJSON(w, status, resp)
+	writeDIngest(w, status, &resp)
 }
 
 func anySyntax(outs []outcome) bool {

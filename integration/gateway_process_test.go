@@ -30,7 +30,7 @@ var (
 // gatewayBinary builds cmd/aep-gateway once per test binary: the tests run
 // the product as operators do, as a process that can be killed.
 // AEP_GATEWAY_BIN names a prebuilt binary to run instead.
-func gatewayBinary(t *testing.T) string {
+func gatewayBinary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("AEP_GATEWAY_BIN"); bin != "" {
 		return bin // a binary built elsewhere, e.g. a baseline to compare with
@@ -54,7 +54,7 @@ func gatewayBinary(t *testing.T) string {
 
 // gatewayProc is one running aep-gateway process.
 type gatewayProc struct {
-	t         *testing.T
+	t         testing.TB
 	cmd       *exec.Cmd
 	URL       string // http://host:port
 	KafkaAddr string // the embedded broker's address, if any
@@ -89,7 +89,7 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 
 // startGatewayUnder is startGateway with the binary run by a wrapper
 // command (for example prlimit, to give it a small descriptor limit).
-func startGatewayUnder(t *testing.T, wrapper []string, args ...string) *gatewayProc {
+func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayProc {
 	t.Helper()
 	bin := gatewayBinary(t)
 	args = append([]string{bin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)

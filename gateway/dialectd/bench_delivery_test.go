@@ -154,7 +154,7 @@ func bdWait(tb testing.TB, what string, cond func() bool) {
 // to the tenant topic (3 partitions) and waits until every subscriber has
 // received all of them (up to 4 batches in flight). "sse" subscribers are HTTP/1.1 clients over real
 // sockets reading the dialect D stream; "engine" subscribers read the
-// engine.Subscription channels (no HTTP, no SSE encoding, no cursor), to separate
+// engine.Subscription queues (no HTTP, no SSE encoding, no cursor), to separate
 // the fan-out from the HTTP cost. Queues (1024) exceed the 400 events in
 // flight, so nothing is dropped: a drop would leave the wait unfinished.
 func BenchmarkDeliveryFanout(b *testing.B) {
@@ -174,7 +174,7 @@ func BenchmarkDeliveryFanout(b *testing.B) {
 				}
 				subs[i] = s
 				wg.Go(func() {
-					for range s.C() {
+					for range s.Deliveries().All() {
 						got.Add(1)
 					}
 				})

@@ -14,7 +14,7 @@ import (
 // (it described the emitter's hop, not this stream) and raw line breaks,
 // which valid JSON holds only as whitespace, become spaces. ok is false when
 // event is not a JSON object; dst is returned unchanged then.
-func appendData(dst, event []byte, mode string, seq uint64, cur string) ([]byte, bool) {
+func appendData[C string | []byte](dst, event []byte, mode string, seq uint64, cur C) ([]byte, bool) {
 	end := len(event)
 	for end > 0 && jsonscan.IsSpace(event[end-1]) {
 		end--

@@ -148,14 +148,14 @@ func TestSlowBestEffortSSEIsBoundedAndShowsGap(t *testing.T) {
 	held := scCount - dropped // queued, in the handler's write, or in the sockets
 	bound := uint64(scQueue + scBatch + scSocketBytes/scMinMessage)
 	t.Logf("stalled: %d produced, %d dropped, %d held for the client (queue %d/%d), bound %d",
-		scCount, dropped, held, len(sub.C()), cap(sub.C()), bound)
+		scCount, dropped, held, sub.Deliveries().Len(), sub.Deliveries().Cap(), bound)
 	if held > bound {
 		t.Fatalf("the gateway holds %d events for a stalled client, bound %d", held, bound)
 	}
 
 	socks.Grow()
 	s := scStream(t, resp, br)
-	bdWait(t, "the queue to drain", func() bool { return len(sub.C()) == 0 })
+	bdWait(t, "the queue to drain", func() bool { return sub.Deliveries().Len() == 0 })
 	r.produceKeyed(t, scCount, 1)
 
 	var got, gaps int
@@ -207,7 +207,7 @@ func TestSlowReplayableSSECatchesUpExactlyOnce(t *testing.T) {
 	if sub.Dropped() != 0 {
 		t.Fatalf("lossless stream dropped %d", sub.Dropped())
 	}
-	t.Logf("stalled: %d produced, %d fallbacks, queue %d/%d", scCount, sub.Fallbacks(), len(sub.C()), cap(sub.C()))
+	t.Logf("stalled: %d produced, %d fallbacks, queue %d/%d", scCount, sub.Fallbacks(), sub.Deliveries().Len(), sub.Deliveries().Cap())
 
 	socks.Grow()
 	s := scStream(t, resp, br)

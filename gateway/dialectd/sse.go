@@ -98,7 +98,8 @@ type streamState struct {
 	frontier []cursor.PartitionOffset // one per partition, sorted
 	from     string                   // the cursor resumed from, "" when live
 	gaps     []cursor.Gap
-	enc      *cursor.Encoder // signs this stream's cursors; made by the first cursorAt
+	enc      *cursor.Encoder // signs this stream's cursors; made by the first cursor encoded
+	curBuf   []byte          // scratch of cursorBytesAfter
 	spans    tracing.Deliveries
 }
 
@@ -194,27 +195,42 @@ func (st *streamState) fullFrontier(given []cursor.PartitionOffset) []cursor.Par
 // The stream's Encoder reuses its HMAC state and buffers: the string is the
 // one allocation.
 func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) {
+	return st.encoder(kr).Encode(st.cursor(seq))
+}
+
+// cursorBytesAfter moves the stream's frontier past ev (a redelivery below
+// the frontier leaves it) and signs the cursor of its delivery with seq
+// into the stream's scratch buffer: no allocation. The bytes are valid
+// until the stream's next cursor.
+func (st *streamState) cursorBytesAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) ([]byte, error) {
+	st.passed(ev)
+	var err error
+	st.curBuf, err = st.encoder(kr).Append(st.curBuf[:0], st.cursor(seq))
+	return st.curBuf, err
+}
+
+func (st *streamState) encoder(kr *cursor.Keyring) *cursor.Encoder {
 	if st.enc == nil {
 		st.enc = kr.NewEncoder(st.tenant.String())
 	}
-	return st.enc.Encode(&cursor.Cursor{
-		Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier,
-	})
+	return st.enc
 }
 
-// cursorAfter moves the stream's frontier past ev and returns the cursor
-// of its delivery with seq (a redelivery below the frontier leaves it).
-func (st *streamState) cursorAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) (string, error) {
+func (st *streamState) cursor(seq uint64) *cursor.Cursor {
+	return &cursor.Cursor{Topic: st.state.ID.Tag(), Partitions: st.state.Partitions, Sequence: seq, Offsets: st.frontier}
+}
+
+// passed moves the stream's frontier past ev, where it is behind.
+func (st *streamState) passed(ev *engine.Event) {
 	r := ev.Record
 	if int(r.Partition) < len(st.frontier) && r.Offset+1 > st.frontier[r.Partition].Offset {
 		st.frontier[r.Partition].Offset = r.Offset + 1
 	}
-	return st.cursorAt(kr, seq)
 }
 
 // appendEvent appends the data of ev as delivered in mode with seq and
 // cur: its stored bytes with this gateway's delivery member.
-func appendEvent(buf []byte, ev *engine.Event, mode string, seq uint64, cur string) ([]byte, error) {
+func appendEvent[C string | []byte](buf []byte, ev *engine.Event, mode string, seq uint64, cur C) ([]byte, error) {
 	out, ok := appendData(buf, ev.Record.Value, mode, seq, cur)
 	if !ok {
 		return buf, fmt.Errorf("stored event is not a JSON object at partition %d offset %d", ev.Record.Partition, ev.Record.Offset)
@@ -224,7 +240,7 @@ func appendEvent(buf []byte, ev *engine.Event, mode string, seq uint64, cur stri
 
 // appendEventSSE appends the SSE message of ev: id (the cursor), event
 // (its type) and data (appendEvent).
-func appendEventSSE(buf []byte, ev *engine.Event, mode string, seq uint64, cur string) ([]byte, error) {
+func appendEventSSE(buf []byte, ev *engine.Event, mode string, seq uint64, cur []byte) ([]byte, error) {
 	buf = append(buf, "id: "...)
 	buf = append(buf, cur...)
 	buf = append(buf, "\nevent: "...)

@@ -19,21 +19,21 @@ func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.
 		cfg.AfterWrite = st.spans.End
 	}
 	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
-	if err := transport.ServeSSE(w, r, cfg, sub.C(), appendMsg, nil); err != nil {
+	if err := transport.ServeSSE(w, r, cfg, sub.Deliveries(), appendMsg, nil); err != nil {
 		h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
 	}
 }
 
 // appendMessage appends the SSE message of one delivery to buf.
 func (h *sseHandler) appendMessage(buf []byte, st *streamState, d engine.Delivery) ([]byte, error) {
-	if d.CaughtUp && d.Fallback {
+	if d.CaughtUp() && d.Fallback {
 		st.advance(d.Frontier)
 		return buf, nil // the stream went on without loss: nothing to tell
 	}
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		return h.appendReplayed(buf, st, d)
 	}
-	cur, err := st.cursorAfter(h.kr, d.Event, d.Sequence)
+	cur, err := st.cursorBytesAfter(h.kr, d.Event, d.Sequence)
 	if err != nil {
 		return buf, err
 	}

@@ -105,7 +105,7 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 		return buf
 	}
-	if err := transport.ServeSSE(w, r, cfg, s.C(), d.appendMessage, onClose); err != nil {
+	if err := transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose); err != nil {
 		d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
 	}
 }
@@ -132,7 +132,7 @@ func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byt
 		}
 		buf = appendNotice(buf, "event.redelivered", ev)
 	}
-	cur, err := d.st.cursorAfter(d.h.kr, dl.Event, dl.Sequence)
+	cur, err := d.st.cursorBytesAfter(d.h.kr, dl.Event, dl.Sequence)
 	if err != nil {
 		return buf, err
 	}

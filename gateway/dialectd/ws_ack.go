@@ -72,8 +72,8 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 // queue: a redelivery is event.redelivered then the event, a dead letter
 // event.dead_lettered.
 func (c *wsConn) pumpAck(s *wsSub) {
-	var last string
-	for d := range s.dur.C() {
+	var last []byte // cursor of the last queued delivery
+	for d := range s.dur.Deliveries().All() {
 		if s.cancelled.Load() {
 			return
 		}
@@ -93,9 +93,10 @@ func (c *wsConn) pumpAck(s *wsSub) {
 				}
 			}
 			if err == nil {
-				var b []byte
-				if b, last, err = c.encodeAckEvent(s, d); err == nil {
+				var b, cur []byte
+				if b, cur, err = c.encodeAckEvent(s, d); err == nil {
 					msgs = append(msgs, b)
+					last = append(last[:0], cur...)
 				}
 			}
 		}
@@ -115,10 +116,10 @@ func (c *wsConn) pumpAck(s *wsSub) {
 			}
 		}
 	}
-	c.ended(s, last)
+	c.ended(s, string(last))
 }
 
-func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, string, error) {
+func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, []byte, error) {
 	return c.encodeEvent(s, d.Event, ModeAtLeastOnce, d.Sequence)
 }
 

@@ -19,7 +19,7 @@ import (
 //
 // Goroutines: the handler's goroutine reads (serve, and everything it calls:
 // the session state is its alone); the transport's writer drains the
-// bounded outbound queue and its pinger pings; one pump per subscription
+// bounded outbound queue; its heartbeat timer pings (a goroutine only while a ping waits for its pong); one pump per subscription
 // (a worker of the transport.Conn) moves deliveries into the queue. serve
 // joins them all before it returns. A pump that finds the queue full
 // waits, so its subscription's queue fills and the engine drops
@@ -34,7 +34,7 @@ type wsConn struct {
 
 	// Session state, written by the reader only. sessionID and peer are
 	// set once, before ready, and only read by the goroutines started
-	// after ready (pinger, pumps).
+	// after ready (pings, pumps).
 	sessionID   string
 	peer        string // the client's source: the target of our envelopes
 	ready       bool

@@ -226,8 +226,8 @@ func (c *wsConn) pump(s *wsSub) {
 		c.pumpAck(s)
 		return
 	}
-	var last string // cursor of the last queued delivery
-	for d := range s.sub.C() {
+	var last []byte // cursor of the last queued delivery
+	for d := range s.sub.Deliveries().All() {
 		if s.cancelled.Load() {
 			return
 		}
@@ -249,9 +249,9 @@ func (c *wsConn) pump(s *wsSub) {
 		if !queued {
 			return
 		}
-		last = cur
+		last = append(last[:0], cur...)
 	}
-	c.ended(s, last)
+	c.ended(s, string(last))
 }
 
 // ended announces a subscription that ended on its own with
@@ -278,40 +278,41 @@ func (c *wsConn) ended(s *wsSub, last string) {
 	}
 }
 
-// encodeDelivery builds the message of one delivery and its cursor.
-func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, string, error) {
+// encodeDelivery builds the message of one delivery and its cursor (valid
+// until the stream's next cursor).
+func (c *wsConn) encodeDelivery(s *wsSub, d engine.Delivery) ([]byte, []byte, error) {
 	st := s.st
-	if d.CaughtUp && d.Fallback {
+	if d.CaughtUp() && d.Fallback {
 		st.advance(d.Frontier)
-		return nil, "", nil // the stream went on without loss: nothing to tell
+		return nil, nil, nil // the stream went on without loss: nothing to tell
 	}
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		st.advance(d.Frontier)
 		cur, err := st.cursorAt(c.h.kr, d.Sequence)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		p := wsReplayed{DReplayed: aep.DReplayed{FromCursor: st.from, ToCursor: cur, EventsReplayed: d.Replayed}, SubscriptionID: s.id}
 		for _, g := range st.gaps {
 			p.Gaps = append(p.Gaps, aep.DGap{Partition: g.Partition, Requested: g.Requested, RestartAt: g.RestartAt, Reason: g.Reason.String()})
 		}
 		b, err := c.envelope("event.replayed", "", p)
-		return b, cur, err
+		return b, []byte(cur), err
 	}
 	return c.encodeEvent(s, d.Event, st.mode, d.Sequence)
 }
 
 // encodeEvent is the message of ev delivered by subscription s in mode with
 // seq (its data with the delivery member naming the subscription), and its
-// cursor.
-func (c *wsConn) encodeEvent(s *wsSub, ev *engine.Event, mode string, seq uint64) ([]byte, string, error) {
-	cur, err := s.st.cursorAfter(c.h.kr, ev, seq)
+// cursor (the stream's scratch: valid until its next cursor).
+func (c *wsConn) encodeEvent(s *wsSub, ev *engine.Event, mode string, seq uint64) ([]byte, []byte, error) {
+	cur, err := s.st.cursorBytesAfter(c.h.kr, ev, seq)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	b, err := appendEvent(make([]byte, 0, len(ev.Record.Value)+len(cur)+96), ev, mode, seq, cur)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	return wsStampSubscription(b, s.id), cur, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
@@ -58,8 +59,8 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if sp.noLive && pl.gate == nil {
 		// live=0 with nothing to replay: the stream opens and ends.
 		transport.StartSSE(w)
-		end := make(chan engine.Delivery)
-		close(end)
+		end := queue.New[engine.Delivery](1)
+		end.End()
 		s := &sseStream{rl: rl}
 		_ = transport.ServeSSE(w, r, s.sseConfig(), end, s.add, func(b []byte) []byte { return append(b, closingReplayed...) })
 		return
@@ -166,14 +167,14 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 	if tracing.On() {
 		cfg.AfterWrite = s.spans.End
 	}
-	_ = transport.ServeSSE(w, r, cfg, sub.C(), s.add, onClose)
+	_ = transport.ServeSSE(w, r, cfg, sub.Deliveries(), s.add, onClose)
 }
 
 // add appends the SSE messages of one delivery: the event if it is
 // delivered, the markers and held windows the gate lets out. The caught-up
 // marker of a live=0 stream ends it (transport.ErrEnd).
 func (s *sseStream) add(buf []byte, d engine.Delivery) ([]byte, error) {
-	if d.CaughtUp {
+	if d.CaughtUp() {
 		if s.gate != nil {
 			s.items = s.gate.flush(s.items[:0])
 			buf = s.appendItems(buf)

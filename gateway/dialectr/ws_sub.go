@@ -154,12 +154,9 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	gate := pl.gate
 	var items []gateItem
 	for {
-		var d engine.Delivery
-		var ok bool
-		select {
-		case <-ctx.Done():
+		d, ok := sub.Deliveries().Recv(ctx)
+		if ctx.Err() != nil {
 			return
-		case d, ok = <-sub.C():
 		}
 		if !ok {
 			// The engine closed or the catch-up failed: the subscription
@@ -173,7 +170,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 			c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
 			return
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			if gate != nil {
 				items = gate.flush(items[:0])
 				gate = nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -23,7 +24,7 @@ func benchTail(b *testing.B, subs int) (*tail, []*Subscription) {
 		if i%2 == 1 {
 			sess = fmt.Sprintf("other_%d", i)
 		}
-		s := &Subscription{t: t, id: filtering.ID(i + 1), filter: mustFilter(b, "types=task.*&session_id="+sess), ch: make(chan Delivery, 1024), guard: make([]int64, 1)}
+		s := &Subscription{t: t, id: filtering.ID(i + 1), filter: mustFilter(b, "types=task.*&session_id="+sess), q: queue.New[Delivery](1024), guard: make([]int64, 1)}
 		t.subs[s.id] = s
 		t.index.Add(s.id, s.filter)
 		out = append(out, s)
@@ -67,8 +68,7 @@ func BenchmarkTailDispatch(b *testing.B) {
 			for b.Loop() {
 				t.dispatch(fs)
 				for _, s := range subs {
-					for len(s.ch) > 0 {
-						<-s.ch
+					for _, ok, _ := s.q.Next(); ok; _, ok, _ = s.q.Next() {
 					}
 				}
 			}

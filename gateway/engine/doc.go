@@ -38,11 +38,12 @@
 // Concurrency: Engine and Subscription are safe for concurrent use. Each tail
 // owns one goroutine, stopped and waited for when its last subscription
 // leaves or the Engine closes; each catch-up owns one goroutine, stopped and
-// waited for by Subscription.Close and Engine.Close. A Subscription's channel
-// has exactly one sender at a time (a catch-up or the tail) and is closed
-// exactly once, after the last sender is gone. A DurableStream owns one goroutine
-// (stopped and waited for by Close and Engine.Close) that is the only sender
-// on its channel; Ack, Reject and Stats are safe from any goroutine (they
+// waited for by Subscription.Close and Engine.Close. A Subscription's queue
+// (Deliveries, an internal/queue.Queue allocated as it fills) has exactly one
+// sender at a time (a catch-up or the tail) and is ended exactly once, after
+// the last sender is gone. A DurableStream owns one goroutine (stopped and
+// waited for by Close and Engine.Close) that is the only sender on its
+// queue; Ack, Reject and Stats are safe from any goroutine (they
 // take the stream's mutex and interrupt its poll). Lock order: Engine.mu,
 // tail.mu, Subscription.mu, Engine.goMu.
 package engine

@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -167,7 +168,7 @@ type DurableStream struct {
 	topic string
 	tag   cursor.TopicTag
 	parts int32
-	ch    chan DurableDelivery
+	q     *queue.Queue[DurableDelivery]
 	cl    *kgo.Client
 
 	cancel context.CancelFunc
@@ -237,7 +238,7 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	}
 	s := &DurableStream{
 		e: e, req: req, topic: topic, tag: st.ID.Tag(), parts: st.Partitions,
-		ch: make(chan DurableDelivery, q), done: make(chan struct{}),
+		q: queue.New[DurableDelivery](q), done: make(chan struct{}),
 		tr: cursor.NewAckTracker(req.Window), ps: make([]partState, st.Partitions),
 		byID: map[string][]*pending{}, seq: req.Sequence,
 	}
@@ -287,8 +288,10 @@ func (e *Engine) CommitStart(ctx context.Context, t tenant.Tenant, group string,
 	return commitDurable(ctx, e.adm, group, topic, st.ID.Tag(), st.Partitions, pcs)
 }
 
-// C is the stream. It is closed when the stream ends; Err says why.
-func (s *DurableStream) C() <-chan DurableDelivery { return s.ch }
+// Deliveries is the stream, read by one consumer. It ends (Next reports
+// ended) when the stream ends; Err says why. Its buffer grows as
+// deliveries wait in it, up to the stream's queue length.
+func (s *DurableStream) Deliveries() *queue.Queue[DurableDelivery] { return s.q }
 
 // Err is nil after Close, ErrClosed when the engine closed, ErrExpired, or
 // a Kafka error.
@@ -415,7 +418,7 @@ func (s *DurableStream) run(ctx context.Context) {
 	if err != nil {
 		s.err.Store(&err)
 	}
-	close(s.ch)
+	s.q.End()
 }
 
 func (s *DurableStream) loop(ctx context.Context) error {
@@ -686,13 +689,11 @@ func (s *DurableStream) dropIDLocked(pe *pending) {
 // send hands out to the consumer in order, waiting for room.
 func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 	for _, d := range out {
-		select {
-		case s.ch <- d:
-			if d.Kind == DurableEvent {
-				s.e.metrics.delivered.Inc()
-			}
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := s.q.Push(ctx, d); err != nil {
+			return err
+		}
+		if d.Kind == DurableEvent {
+			s.e.metrics.delivered.Inc()
 		}
 	}
 	return nil

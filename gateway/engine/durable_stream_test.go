@@ -64,16 +64,16 @@ func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream 
 
 func recvD(t *testing.T, s *DurableStream) DurableDelivery {
 	t.Helper()
-	select {
-	case d, ok := <-s.C():
-		if !ok {
-			t.Fatalf("stream ended: %v", s.Err())
-		}
-		return d
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, ok := s.Deliveries().Recv(ctx)
+	if ctx.Err() != nil {
 		t.Fatal("no durable delivery within 10s")
-		return DurableDelivery{}
 	}
+	if !ok {
+		t.Fatalf("stream ended: %v", s.Err())
+	}
+	return d
 }
 
 func committed(t *testing.T, e *Engine, group string) map[int32]partCommit {
@@ -165,7 +165,7 @@ func TestDurableRedeliveryBackoffDeadLetter(t *testing.T) {
 	var got []string
 	var dead []string
 	for len(dead) < 2 {
-		if len(s.C()) == 0 {
+		if s.Deliveries().Len() == 0 {
 			clk.advance(time.Hour + time.Second) // every timer fires only when the test moves time
 		}
 		d := recvD(t, s)
@@ -294,13 +294,14 @@ func TestDurableExpires(t *testing.T) {
 	clk := &testClock{}
 	s := openDurableReq(t, e, DurableRequest{Group: group, clock: clk.now, ExpiresAt: time.Now().Add(time.Hour)})
 	clk.advance(2 * time.Hour)
-	select {
-	case _, ok := <-s.C():
-		if ok || !errors.Is(s.Err(), ErrExpired) {
-			t.Fatalf("open %v, err %v", ok, s.Err())
-		}
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, ok := s.Deliveries().Recv(ctx)
+	if ctx.Err() != nil {
 		t.Fatal("stream did not end")
+	}
+	if ok || !errors.Is(s.Err(), ErrExpired) {
+		t.Fatalf("open %v, err %v", ok, s.Err())
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -179,7 +180,7 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 	}
 	s := &Subscription{
 		e: e, t: t, id: filtering.ID(e.nextID.Add(1)), filter: req.Filter,
-		ch: make(chan Delivery, q), seq: req.Sequence, lossless: req.Lossless,
+		q: queue.New[Delivery](q), seq: req.Sequence, lossless: req.Lossless,
 	}
 	// Counted from here on: every path below ends in finish (which
 	// uncounts it) except a failed live join, which uncounts it itself.

@@ -84,13 +84,13 @@ func mustFilter(t testing.TB, q string) *filtering.Filter { return gatewaytest.F
 // timing assertion).
 func recv(t *testing.T, s *Subscription) (Delivery, bool) {
 	t.Helper()
-	select {
-	case d, ok := <-s.C():
-		return d, ok
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, ok := s.Deliveries().Recv(ctx)
+	if ctx.Err() != nil {
 		t.Fatal("no delivery within 10s")
-		return Delivery{}, false
 	}
+	return d, ok
 }
 
 func TestLiveFanoutByFilter(t *testing.T) {
@@ -209,7 +209,7 @@ func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream ended: %v", s.Err())
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			if !d.Fallback || d.Sequence != seq {
 				t.Fatalf("marker %+v after sequence %d", d, seq)
 			}
@@ -228,7 +228,7 @@ func TestLosslessOverflowFallsBackToCatchUp(t *testing.T) {
 	k.produce(0, "task.progress", "s", n)
 	for {
 		d, _ := recv(t, s)
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			continue
 		}
 		if d.Sequence != n+1 || d.Event.Attrs.ID != fmt.Sprintf("evt_s_%d", n) {
@@ -296,7 +296,7 @@ func TestCatchUpJoinsTailWithoutGapOrDuplicate(t *testing.T) {
 		if !ok {
 			t.Fatalf("stream ended: %v", s.Err())
 		}
-		if d.CaughtUp {
+		if d.CaughtUp() {
 			markers++
 			if d.Sequence != seq || len(d.Frontier) != parts || d.Replayed == 0 {
 				t.Fatalf("marker %+v after sequence %d", d, seq)
@@ -316,14 +316,12 @@ func TestCatchUpJoinsTailWithoutGapOrDuplicate(t *testing.T) {
 	if markers != 1 {
 		// The marker may still be queued if the catch-up joined last.
 		d, _ := recv(t, s)
-		if !d.CaughtUp {
+		if !d.CaughtUp() {
 			t.Fatalf("%d markers, then %+v", markers, d)
 		}
 	}
-	select {
-	case d := <-s.C():
+	if d, ok, _ := s.Deliveries().Next(); ok {
 		t.Fatalf("unexpected extra delivery %+v", d)
-	default:
 	}
 }
 
@@ -338,7 +336,7 @@ func TestCatchUpFromEndJoinsImmediately(t *testing.T) {
 	}
 	defer s.Close()
 	d, _ := recv(t, s)
-	if !d.CaughtUp || d.Replayed != 0 || d.Frontier[1].Offset != end {
+	if !d.CaughtUp() || d.Replayed != 0 || d.Frontier[1].Offset != end {
 		t.Fatalf("want an immediate marker at %d, got %+v", end, d)
 	}
 	k.produce(0, "task.progress", "s", 1)
@@ -357,7 +355,7 @@ func TestCloseEndsStreamsAndReleasesTail(t *testing.T) {
 	}
 	a.Close()
 	a.Close()
-	if _, ok := <-a.C(); ok || a.Err() != nil {
+	if _, ok := a.Deliveries().Recv(context.Background()); ok || a.Err() != nil {
 		t.Fatalf("after Close: open or Err %v", a.Err())
 	}
 	e.mu.Lock()
@@ -377,7 +375,7 @@ func TestCloseEndsStreamsAndReleasesTail(t *testing.T) {
 	}
 	e.Close()
 	for _, s := range []*Subscription{b, c} {
-		for range s.C() {
+		for range s.Deliveries().All() {
 		}
 		if !errors.Is(s.Err(), ErrClosed) && s.Err() != nil {
 			t.Fatalf("Err = %v", s.Err())

@@ -4,13 +4,13 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -23,7 +23,10 @@ type Event struct {
 }
 
 // Delivery is one element of a subscription's stream: an event, or the
-// marker that a catch-up has reached the shared tail.
+// marker that a catch-up has reached the shared tail. It is three words, so
+// that a subscription's queue (a channel of Queue deliveries, allocated
+// when it starts) costs 24 bytes a slot whether the stream is busy or idle;
+// what only the marker carries is behind the Handover pointer.
 type Delivery struct {
 	// Event is the delivered event; nil for the caught-up marker.
 	Event *Event
@@ -31,19 +34,26 @@ type Delivery struct {
 	// ...; a gap means events were dropped). For the marker it is the
 	// sequence of the last replayed event.
 	Sequence uint64
+	// Handover is set on the marker only (see CaughtUp); its fields are
+	// promoted, so read them only after CaughtUp.
+	*Handover
+}
 
-	// CaughtUp marks the end of a catch-up: every later delivery comes
-	// from the shared tail (until a lossless subscription falls behind).
-	CaughtUp bool
+// Handover is what the caught-up marker says about the end of a catch-up.
+type Handover struct {
 	// Fallback marks the end of a catch-up that a lossless subscription
 	// fell back to after its queue overflowed, not one it asked for.
 	Fallback bool
-	// Replayed counts the events the catch-up delivered (marker only).
+	// Replayed counts the events the catch-up delivered.
 	Replayed uint64
-	// Frontier is the position of the handover, one entry per partition
-	// (marker only): where the tail continues for this subscription.
+	// Frontier is the position of the handover, one entry per partition:
+	// where the tail continues for this subscription.
 	Frontier []cursor.PartitionOffset
 }
+
+// CaughtUp marks the end of a catch-up: every later delivery comes from
+// the shared tail (until a lossless subscription falls behind).
+func (d Delivery) CaughtUp() bool { return d.Handover != nil }
 
 // Partition is the event's partition.
 func (d Delivery) Partition() int32 { return d.Event.Record.Partition }
@@ -57,7 +67,7 @@ type Subscription struct {
 	t        *tail
 	id       filtering.ID
 	filter   *filtering.Filter
-	ch       chan Delivery
+	q        *queue.Queue[Delivery]
 	lossless bool
 	start    []cursor.PartitionOffset // live subscriptions only
 
@@ -78,9 +88,11 @@ type Subscription struct {
 	finishOnce, closeOnce sync.Once
 }
 
-// C is the subscription's stream. It is closed when the subscription ends;
-// Err then says why.
-func (s *Subscription) C() <-chan Delivery { return s.ch }
+// Deliveries is the subscription's stream, read by one consumer. It ends
+// (Next reports ended) when the subscription ends; Err then says why. Its
+// buffer grows as deliveries wait in it, up to the subscription's queue
+// length: an idle subscription holds none.
+func (s *Subscription) Deliveries() *queue.Queue[Delivery] { return s.q }
 
 // Err is why the stream ended: nil after Close, ErrClosed, or a Kafka error
 // of a catch-up. It is nil while the stream is open.
@@ -121,15 +133,14 @@ func (s *Subscription) Close() {
 	})
 }
 
-// finish records err and closes the channel, once. The caller must be the
-// channel's only possible sender at that moment.
+// finish records err and ends the queue, once.
 func (s *Subscription) finish(err error) {
 	s.finishOnce.Do(func() {
 		if err != nil {
 			s.err.Store(&err)
 		}
 		s.e.metrics.subscriptions.Dec()
-		close(s.ch)
+		s.q.End()
 	})
 }
 
@@ -139,11 +150,9 @@ func (s *Subscription) offerLocked(ev *Event) {
 		return // the catch-up delivered it already
 	}
 	s.seq++
-	select {
-	case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
+	if s.q.Offer(Delivery{Event: ev, Sequence: s.seq}) {
 		s.e.metrics.delivered.Inc()
 		return
-	default:
 	}
 	if !s.lossless {
 		s.dropped.Add(1)
@@ -267,12 +276,10 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			attrs.Ext = nil
 			s.seq++
 			replayed++
-			select {
-			case s.ch <- Delivery{Event: ev, Sequence: s.seq}:
-				s.e.metrics.delivered.Inc()
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := s.q.Push(ctx, Delivery{Event: ev, Sequence: s.seq}); err != nil {
+				return err
 			}
+			s.e.metrics.delivered.Inc()
 		}
 	}
 }
@@ -280,12 +287,5 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 // waitRoom waits until the queue has room for the caught-up marker. The
 // catch-up is the only sender, so room it sees stays until it sends.
 func (s *Subscription) waitRoom(ctx context.Context) error {
-	for len(s.ch) == cap(s.ch) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return nil
+	return s.q.WaitRoom(ctx)
 }

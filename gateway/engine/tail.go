@@ -146,9 +146,7 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 		frontier[p] = cursor.PartitionOffset{Partition: int32(p), Offset: g}
 	}
 	if marker {
-		select {
-		case s.ch <- Delivery{CaughtUp: true, Fallback: fallback, Sequence: s.seq, Replayed: replayed, Frontier: frontier}:
-		default:
+		if !s.q.Offer(Delivery{Sequence: s.seq, Handover: &Handover{Fallback: fallback, Replayed: replayed, Frontier: frontier}}) {
 			return nil, nil // the caller makes room and tries again
 		}
 	}

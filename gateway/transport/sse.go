@@ -69,16 +69,26 @@ func StartSSE(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// ServeSSE writes the elements of ch to an SSE response (after StartSSE)
-// until the client leaves, a write fails, cfg.Shutdown is closed or ch is
-// closed. Queued elements are encoded by appendMsg (which may append
+// Source is what ServeSSE drains: a bounded queue with one consumer
+// (*queue.Queue satisfies it).
+type Source[T any] interface {
+	// Ready receives a token when Next may return an element or the end.
+	Ready() <-chan struct{}
+	// Next removes and returns the oldest element (ok); with ok false,
+	// ended says that nothing will ever come again.
+	Next() (el T, ok, ended bool)
+}
+
+// ServeSSE writes the elements of src to an SSE response (after StartSSE)
+// until the client leaves, a write fails, cfg.Shutdown is closed or src
+// ends. Queued elements are encoded by appendMsg (which may append
 // nothing for an element the client does not see) into one write of at
 // most cfg.Batch elements, each write bounded by cfg.WriteTimeout; appendMsg
-// returning ErrEnd ends the stream after a last write. When ch
-// is closed, onClose (if not nil) may append last words before the final
-// write. An encoding error ends the stream and is returned; every other end
-// returns nil. It runs in the caller's goroutine and starts none.
-func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <-chan T,
+// returning ErrEnd ends the stream after a last write. When src ends,
+// onClose (if not nil) may append last words before the final write. An
+// encoding error ends the stream and is returned; every other end returns
+// nil. It runs in the caller's goroutine and starts none.
+func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Source[T],
 	appendMsg func([]byte, T) ([]byte, error), onClose func([]byte) []byte) error {
 	cfg = cfg.withDefaults()
 	if cfg.AfterWrite != nil {
@@ -121,10 +131,16 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 				return nil
 			}
 			idle = true
-		case el, ok := <-ch:
+		case <-src.Ready():
 			buf = buf[:0]
-			var err error
-			for n := 0; ok; n++ {
+			ended := false
+			for n := 0; n < cfg.Batch; n++ {
+				el, ok, end := src.Next()
+				if !ok {
+					ended = end
+					break
+				}
+				var err error
 				if buf, err = appendMsg(buf, el); err != nil {
 					if errors.Is(err, ErrEnd) {
 						if len(buf) > 0 {
@@ -134,12 +150,8 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 					}
 					return err
 				}
-				if n+1 >= cfg.Batch || len(ch) == 0 {
-					break
-				}
-				el, ok = <-ch
 			}
-			if !ok && onClose != nil {
+			if ended && onClose != nil {
 				buf = onClose(buf)
 			}
 			if len(buf) > 0 {
@@ -148,7 +160,7 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, ch <
 				}
 				idle = false
 			}
-			if !ok {
+			if ended {
 				return nil
 			}
 		}

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
 // sseServer serves one ServeSSE loop per request over a real socket; each
-// request takes the next channel from chans.
-func sseServer(t *testing.T, cfg transport.SSEConfig, ch chan string, onClose func([]byte) []byte) *httptest.Server {
+// request drains ch.
+func sseServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string], onClose func([]byte) []byte) *httptest.Server {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !transport.CanStream(w) {
@@ -63,22 +64,26 @@ func readAll(t *testing.T, resp *http.Response) string {
 }
 
 func TestServeSSEWritesPreambleBatchesAndLastWords(t *testing.T) {
-	ch := make(chan string, 8)
-	for _, s := range []string{"a", "b", "c"} {
-		ch <- s
-	}
-	close(ch)
-	hs := sseServer(t, transport.SSEConfig{Preamble: []byte(": marker\n\n"), Batch: 2}, ch,
-		func(b []byte) []byte { return append(b, ": closing\n\n"...) })
-	got := readAll(t, get(t, hs.URL))
-	want := ": marker\n\n: stream open\n\ndata: a\n\ndata: b\n\ndata: c\n\n: closing\n\n"
-	if got != want {
-		t.Fatalf("stream %q, want %q", got, want)
+	// 3 elements fill a second batch partly, 4 exactly (the end is seen
+	// after a full batch).
+	for _, els := range [][]string{{"a", "b", "c"}, {"a", "b", "c", "d"}} {
+		ch := queue.New[string](8)
+		want := ": marker\n\n: stream open\n\n"
+		for _, s := range els {
+			ch.Offer(s)
+			want += "data: " + s + "\n\n"
+		}
+		ch.End()
+		hs := sseServer(t, transport.SSEConfig{Preamble: []byte(": marker\n\n"), Batch: 2}, ch,
+			func(b []byte) []byte { return append(b, ": closing\n\n"...) })
+		if got := readAll(t, get(t, hs.URL)); got != want+": closing\n\n" {
+			t.Fatalf("stream %q, want %q", got, want+": closing\n\n")
+		}
 	}
 }
 
 func TestServeSSEHeartbeatWhileIdle(t *testing.T) {
-	ch := make(chan string)
+	ch := queue.New[string](1)
 	hs := sseServer(t, transport.SSEConfig{Heartbeat: 20 * time.Millisecond, HeartbeatComment: "ping"}, ch, nil)
 	br := bufio.NewReader(get(t, hs.URL).Body)
 	for _, want := range []string{": stream open", "", ": ping", "", ": ping"} {
@@ -87,11 +92,11 @@ func TestServeSSEHeartbeatWhileIdle(t *testing.T) {
 			t.Fatalf("line %q (%v), want %q", line, err, want)
 		}
 	}
-	close(ch)
+	ch.End()
 }
 
 func TestServeSSEEndsOnShutdownAfterIdlingPastItsWriteTimeout(t *testing.T) {
-	ch := make(chan string)
+	ch := queue.New[string](1)
 	shutdown := make(chan struct{})
 	hs := sseServer(t, transport.SSEConfig{
 		Heartbeat: time.Hour, WriteTimeout: 20 * time.Millisecond, Shutdown: shutdown,
@@ -106,8 +111,8 @@ func TestServeSSEEndsOnShutdownAfterIdlingPastItsWriteTimeout(t *testing.T) {
 }
 
 func TestServeSSEReturnsEncodingErrors(t *testing.T) {
-	ch := make(chan string, 1)
-	ch <- "bad"
+	ch := queue.New[string](1)
+	ch.Offer("bad")
 	hs := sseServer(t, transport.SSEConfig{}, ch, nil)
 	if got := readAll(t, get(t, hs.URL)); !strings.Contains(got, ": error cannot encode") {
 		t.Fatalf("stream %q, want the encoding error", got)
@@ -115,7 +120,7 @@ func TestServeSSEReturnsEncodingErrors(t *testing.T) {
 }
 
 func TestServeSSELeavesWhenTheClientDoes(t *testing.T) {
-	ch := make(chan string)
+	ch := queue.New[string](1)
 	returned := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		transport.StartSSE(w)

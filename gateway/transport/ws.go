@@ -19,7 +19,8 @@ type WSConfig struct {
 	// waits fills its own bounded queue, which the engine handles as for
 	// any slow consumer. Zero means 256.
 	Outbound int
-	// WriteTimeout bounds each write; a write that does not finish in time
+	// WriteTimeout bounds each write (queued messages written back to
+	// back, at most 64, share one); a write that does not finish in time
 	// ends the connection. Zero means 10s.
 	WriteTimeout time.Duration
 	// HandshakeTimeout bounds each read until Ready is called (the
@@ -69,13 +70,24 @@ type Item struct {
 	Msg  []byte
 	Meta any
 
-	close  websocket.StatusCode // a close frame, after Msg if any
+	end *closeFrame // a close frame, after Msg if any
+}
+
+// closeFrame is the close an Item ends with: behind a pointer, so that an
+// Item is six words and a connection's outbound queue (allocated whole
+// when it opens) 48 bytes a slot, not 64.
+type closeFrame struct {
+	status websocket.StatusCode
 	reason string
+}
+
+func closeItem(msg []byte, status websocket.StatusCode, reason string) Item {
+	return Item{Msg: msg, end: &closeFrame{status: status, reason: reason}}
 }
 
 // Conn is one WebSocket connection as every binding serves it: the reader
 // is the caller's goroutine (Serve), one writer drains a bounded outbound
-// queue with per-write deadlines, an optional pinger, and the binding's
+// queue with per-write deadlines, an optional heartbeat timer, and the binding's
 // own workers started with Go. Serve joins them all before it returns.
 type Conn struct {
 	ws  *websocket.Conn
@@ -97,6 +109,13 @@ type Conn struct {
 	workers     sync.WaitGroup
 	writerDone  chan struct{}
 	beatOnce    sync.Once
+
+	// The protocol-ping heartbeat is a timer, not a goroutine: an idle
+	// connection holds no pinger; a ping's goroutine (the timer's) lives
+	// for its round trip and counts as a worker.
+	pingMu    sync.Mutex
+	pingTimer *time.Timer // guarded by pingMu
+	pingEnded bool        // no ping starts any more; guarded by pingMu
 }
 
 // NewConn wraps an accepted WebSocket. Serve runs it.
@@ -123,7 +142,11 @@ func (c *Conn) StartHeartbeat() {
 	c.beatOnce.Do(func() {
 		c.beating.Store(true)
 		if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame == nil {
-			c.Go(c.pinger)
+			c.pingMu.Lock()
+			if !c.pingEnded {
+				c.pingTimer = time.AfterFunc(hb.Every, c.ping)
+			}
+			c.pingMu.Unlock()
 		}
 	})
 }
@@ -159,7 +182,7 @@ func (c *Conn) SendCtx(ctx context.Context, it Item) bool {
 // everything queued so far. Reader only.
 func (c *Conn) Close(status websocket.StatusCode, reason string) {
 	c.closeQueued.Store(true)
-	c.SendCtx(c.ctx, Item{close: status, reason: reason})
+	c.SendCtx(c.ctx, closeItem(nil, status, reason))
 }
 
 // CloseAfter queues msg then a close frame when there is room, or closes
@@ -167,7 +190,7 @@ func (c *Conn) Close(status websocket.StatusCode, reason string) {
 // (shutdown: what is queued still goes out when it can).
 func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string) {
 	select {
-	case c.out <- Item{Msg: msg, close: status, reason: reason}:
+	case c.out <- closeItem(msg, status, reason):
 		c.closeQueued.Store(true)
 	default:
 		c.CloseNow(status, reason)
@@ -179,7 +202,7 @@ func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string
 func (c *Conn) CloseNow(status websocket.StatusCode, reason string) {
 	c.urgentOne.Do(func() {
 		c.urgentSet.Store(true)
-		c.urgent <- Item{close: status, reason: reason}
+		c.urgent <- closeItem(nil, status, reason)
 	})
 }
 
@@ -204,6 +227,7 @@ func (c *Conn) Serve(handle func(typ websocket.MessageType, data []byte) bool, o
 	}
 	<-c.writerDone
 	c.cancel()
+	c.endPings()
 	c.workers.Wait()
 	_ = c.ws.CloseNow()
 }
@@ -264,18 +288,44 @@ func (c *Conn) writer() {
 				return
 			}
 		case it := <-c.out:
-			if len(it.Msg) > 0 {
-				if !c.write(it.Msg) {
-					return
-				}
-				if it.Meta != nil && c.cfg.Written != nil {
-					c.cfg.Written(it.Meta)
-				}
-			}
-			if it.close != 0 {
-				c.closeWith(Item{close: it.close, reason: it.reason})
+			if !c.writeRun(it) {
 				return
 			}
+		}
+	}
+}
+
+// maxRun is the most queued messages written under one deadline.
+const maxRun = 64
+
+// writeRun writes it and then, under the same deadline (one timer for the
+// run instead of one per message), what else is queued, up to maxRun
+// messages; an urgent close waiting ends the run. False when the writer
+// must stop (a write failed or a close was written).
+func (c *Conn) writeRun(it Item) bool {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
+	defer cancel()
+	for n := 1; ; n++ {
+		if len(it.Msg) > 0 {
+			if err := c.ws.Write(ctx, websocket.MessageText, it.Msg); err != nil {
+				c.log.Debug().Err(err).Msg("transport: websocket write")
+				return false
+			}
+			if it.Meta != nil && c.cfg.Written != nil {
+				c.cfg.Written(it.Meta)
+			}
+		}
+		if it.end != nil {
+			c.closeWith(Item{end: it.end})
+			return false
+		}
+		if n == maxRun || len(c.urgent) > 0 {
+			return true
+		}
+		select {
+		case it = <-c.out:
+		default:
+			return true
 		}
 	}
 }
@@ -297,47 +347,60 @@ func (c *Conn) closeWith(it Item) {
 		return
 	}
 	if c.cfg.Closing != nil {
-		if m := c.cfg.Closing(it.reason); len(m) > 0 && !c.write(m) {
+		if m := c.cfg.Closing(it.end.reason); len(m) > 0 && !c.write(m) {
 			return
 		}
 	}
-	_ = c.ws.Close(it.close, truncReason(it.reason))
+	_ = c.ws.Close(it.end.status, truncReason(it.end.reason))
 }
 
 func (c *Conn) timeoutItem(silent time.Duration) Item {
-	it := Item{close: websocket.StatusPolicyViolation, reason: "no frame for " + silent.Round(time.Millisecond).String()}
 	if f := c.cfg.Heartbeat.OnTimeout; f != nil {
-		it.Msg, it.close, it.reason = f(silent)
+		return closeItem(f(silent))
 	}
-	return it
+	return closeItem(nil, websocket.StatusPolicyViolation, "no frame for "+silent.Round(time.Millisecond).String())
 }
 
-// pinger sends protocol pings every period once the heartbeat started; a
-// peer that does not answer one within three periods is timed out: its
-// timeout message and close are queued behind what is queued.
-func (c *Conn) pinger() {
-	every := c.cfg.Heartbeat.Every
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, 3*every)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err == nil {
-			continue
-		}
-		if c.ctx.Err() == nil {
-			c.log.Info().Err(err).Msg("transport: websocket heartbeat timeout")
-			it := c.timeoutItem(3 * every)
-			c.SendCtx(c.ctx, it)
-		}
+// ping sends one protocol ping (the heartbeat timer's goroutine) and
+// arms the timer for the next; a peer that does not answer within three
+// periods is timed out: its timeout message and close are queued behind
+// what is queued.
+func (c *Conn) ping() {
+	c.pingMu.Lock()
+	if c.pingEnded {
+		c.pingMu.Unlock()
 		return
 	}
+	c.workers.Add(1)
+	c.pingMu.Unlock()
+	defer c.workers.Done()
+	every := c.cfg.Heartbeat.Every
+	ctx, cancel := context.WithTimeout(c.ctx, 3*every)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if err == nil {
+		c.pingMu.Lock()
+		if !c.pingEnded {
+			c.pingTimer.Reset(every)
+		}
+		c.pingMu.Unlock()
+		return
+	}
+	if c.ctx.Err() == nil {
+		c.log.Info().Err(err).Msg("transport: websocket heartbeat timeout")
+		c.SendCtx(c.ctx, c.timeoutItem(3*every))
+	}
+}
+
+// endPings stops the heartbeat timer; a ping already running is a worker
+// and is waited for with them.
+func (c *Conn) endPings() {
+	c.pingMu.Lock()
+	c.pingEnded = true
+	if c.pingTimer != nil {
+		c.pingTimer.Stop()
+	}
+	c.pingMu.Unlock()
 }
 
 // truncReason keeps a close reason within the 123 bytes a close frame
@@ -350,7 +413,7 @@ func truncReason(s string) string {
 }
 
 // IsClose reports whether the item closes the connection.
-func (it Item) IsClose() bool { return it.close != 0 }
+func (it Item) IsClose() bool { return it.end != nil }
 
 // CloseQueued reports whether a close frame was queued (Close,
 // CloseAfter).
@@ -374,5 +437,6 @@ func (c *Conn) TakeQueued() []Item {
 // for its workers.
 func (c *Conn) Stop() {
 	c.cancel()
+	c.endPings()
 	c.workers.Wait()
 }

@@ -17,7 +17,7 @@ import (
 // wsServer serves each connection with a transport.Conn: serve gets the
 // Conn and returns the message handler; served is closed when Serve has
 // returned (every goroutine of the connection joined).
-func wsServer(t *testing.T, cfg transport.WSConfig, serve func(*transport.Conn) func(websocket.MessageType, []byte) bool) (url string, served <-chan struct{}) {
+func wsServer(t testing.TB, cfg transport.WSConfig, serve func(*transport.Conn) func(websocket.MessageType, []byte) bool) (url string, served <-chan struct{}) {
 	t.Helper()
 	done := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +33,7 @@ func wsServer(t *testing.T, cfg transport.WSConfig, serve func(*transport.Conn) 
 	return "ws" + strings.TrimPrefix(hs.URL, "http"), done
 }
 
-func dial(t *testing.T, url string) *websocket.Conn {
+func dial(t testing.TB, url string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

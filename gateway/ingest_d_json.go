@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// appendJSON appends resp as encoding/json writes it (same members, same
+// order, same escaping), without reflection: the positions of a large batch
+// are most of the response. Errors, rare, go through encoding/json.
+func (resp *dIngestResponse) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"accepted":`...)
+	dst = strconv.AppendInt(dst, int64(resp.Accepted), 10)
+	dst = append(dst, `,"rejected":`...)
+	dst = strconv.AppendInt(dst, int64(resp.Rejected), 10)
+	dst = append(dst, `,"errors":`...)
+	if resp.Errors != nil && len(resp.Errors) == 0 {
+		dst = append(dst, "[]"...)
+	} else {
+		errs, err := json.Marshal(resp.Errors)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, errs...)
+	}
+	if resp.Topic != "" {
+		dst = append(dst, `,"topic":`...)
+		dst = appendJSONString(dst, resp.Topic)
+	}
+	dst = append(dst, `,"positions":`...)
+	if resp.Positions == nil {
+		return append(dst, "null}"...), nil
+	}
+	dst = append(dst, '[')
+	for i := range resp.Positions {
+		p := &resp.Positions[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"event_index":`...)
+		dst = strconv.AppendInt(dst, int64(p.EventIndex), 10)
+		dst = append(dst, `,"id":`...)
+		dst = appendJSONString(dst, p.ID)
+		dst = append(dst, `,"partition":`...)
+		dst = strconv.AppendInt(dst, int64(p.Partition), 10)
+		dst = append(dst, `,"offset":`...)
+		dst = strconv.AppendInt(dst, p.Offset, 10)
+		if p.Reused {
+			dst = append(dst, `,"reused_offset":true`...)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...), nil
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: printable
+// ASCII other than the characters it escapes is copied, anything else is
+// left to encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// respBufs holds response buffers between requests; one larger than
+// maxPooledResp is dropped rather than kept.
+var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+const maxPooledResp = 256 << 10
+
+// writeDIngest writes resp with status as writeJSON would.
+func writeDIngest(w http.ResponseWriter, status int, resp *dIngestResponse) {
+	bp := respBufs.Get().(*[]byte)
+	b, err := resp.appendJSON((*bp)[:0])
+	if err != nil {
+		respBufs.Put(bp)
+		writeJSON(w, status, resp)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+	if cap(b) <= maxPooledResp {
+		*bp = b
+		respBufs.Put(bp)
+	}
+}

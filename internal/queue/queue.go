@@ -1,0 +1,198 @@
+// Package queue is the bounded queue between a producer and one consumer
+// that a delivery stream uses (the engine's subscriptions, the SSE write
+// loop): like a buffered channel, but its buffer is allocated as it fills,
+// so a stream that stays idle holds a few hundred bytes instead of its
+// whole capacity.
+//
+// Concurrency: any number of goroutines may Offer, Push and End; one
+// consumer calls Next (Ready tells it when to look). All methods are safe
+// for concurrent use.
+package queue
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"sync"
+)
+
+// ErrEnded is returned by Push and WaitRoom once the queue has ended.
+var ErrEnded = errors.New("queue: ended")
+
+// minGrow is the first buffer's length, in elements.
+const minGrow = 8
+
+// Queue is a bounded FIFO of T. The zero value is not usable; call New.
+type Queue[T any] struct {
+	max   int
+	ready chan struct{} // holds a token when Next may have something new
+	room  chan struct{} // holds a token when a Next freed a slot of a full queue
+
+	mu    sync.Mutex
+	buf   []T // ring; len(buf) is the capacity allocated so far (≤ max); guarded by mu
+	head  int // guarded by mu
+	n     int // elements queued; guarded by mu
+	ended bool
+}
+
+// New returns an empty queue that holds at most size elements (at least
+// 1). Nothing of the buffer is allocated until the first Offer.
+func New[T any](size int) *Queue[T] {
+	return &Queue[T]{max: max(size, 1), ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+}
+
+// Offer queues v unless the queue is full or ended; it never blocks.
+func (q *Queue[T]) Offer(v T) bool {
+	q.mu.Lock()
+	if q.ended || q.n == q.max {
+		q.mu.Unlock()
+		return false
+	}
+	if q.n == len(q.buf) {
+		q.growLocked()
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = v
+	q.n++
+	q.mu.Unlock()
+	signal(q.ready)
+	return true
+}
+
+// Push queues v, waiting for room; it returns ctx.Err() when ctx ends
+// first, and ErrEnded once the queue has ended.
+func (q *Queue[T]) Push(ctx context.Context, v T) error {
+	for {
+		if q.Offer(v) {
+			return nil
+		}
+		if err := q.WaitRoom(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// WaitRoom waits until the queue has room for one element (it stays there
+// while no other goroutine queues), ctx ends, or the queue ends.
+func (q *Queue[T]) WaitRoom(ctx context.Context) error {
+	for {
+		q.mu.Lock()
+		full, ended := q.n == q.max, q.ended
+		q.mu.Unlock()
+		if ended {
+			return ErrEnded
+		}
+		if !full {
+			return nil
+		}
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// growLocked doubles the buffer (from minGrow, up to max), keeping the
+// order. Must hold q.mu.
+func (q *Queue[T]) growLocked() {
+	size := min(max(2*len(q.buf), minGrow), q.max)
+	buf := make([]T, size)
+	for i := range q.n {
+		buf[i] = q.buf[(q.head+i)%len(q.buf)]
+	}
+	q.buf, q.head = buf, 0
+}
+
+// End ends the queue: what is queued is still returned by Next, then Next
+// reports the end. Offer and Push fail from now on. Idempotent.
+func (q *Queue[T]) End() {
+	q.mu.Lock()
+	q.ended = true
+	q.mu.Unlock()
+	signal(q.ready)
+	signal(q.room)
+}
+
+// Ready receives a token when Next may return an element or the end: the
+// consumer waits on it, then calls Next until it reports nothing.
+func (q *Queue[T]) Ready() <-chan struct{} { return q.ready }
+
+// Next removes and returns the oldest element (ok). With ok false, ended
+// reports whether the queue has ended and is empty: nothing will ever come
+// again. One consumer only.
+func (q *Queue[T]) Next() (v T, ok, ended bool) {
+	q.mu.Lock()
+	if q.n == 0 {
+		ended = q.ended
+		q.mu.Unlock()
+		return v, false, ended
+	}
+	var zero T
+	v, q.buf[q.head] = q.buf[q.head], zero
+	q.head = (q.head + 1) % len(q.buf)
+	wasFull := q.n == q.max
+	q.n--
+	more := q.n > 0 || q.ended // after the last one, a token to see the end
+	q.mu.Unlock()
+	if wasFull {
+		signal(q.room)
+	}
+	if more {
+		signal(q.ready)
+	}
+	return v, true, false
+}
+
+// Recv waits for the next element: false when the queue has ended and is
+// empty, or ctx ended first. One consumer only.
+func (q *Queue[T]) Recv(ctx context.Context) (T, bool) {
+	for {
+		if v, ok, ended := q.Next(); ok || ended {
+			return v, ok
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			var zero T
+			return zero, false
+		}
+	}
+}
+
+// All yields the elements as they come until the queue has ended and is
+// empty: ranging over it is ranging over a channel until it is closed. One
+// consumer only.
+func (q *Queue[T]) All() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for {
+			v, ok := q.Recv(context.Background())
+			if !ok || !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// Len is the number of elements queued.
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// Cap is the most elements the queue holds.
+func (q *Queue[T]) Cap() int { return q.max }
+
+// Allocated is the number of elements the buffer has room for now.
+func (q *Queue[T]) Allocated() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.buf)
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

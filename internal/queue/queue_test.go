@@ -1,0 +1,159 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestOfferNextInOrderGrowingLazily(t *testing.T) {
+	q := New[int](100)
+	if q.Allocated() != 0 {
+		t.Fatalf("a new queue allocated %d slots", q.Allocated())
+	}
+	for i := range 100 {
+		if !q.Offer(i) {
+			t.Fatalf("offer %d refused below the bound", i)
+		}
+	}
+	if q.Offer(100) {
+		t.Fatal("offer past the bound accepted")
+	}
+	if q.Len() != 100 || q.Allocated() != 100 {
+		t.Fatalf("len %d allocated %d, want 100 100", q.Len(), q.Allocated())
+	}
+	// Interleave so that the ring wraps before it grows again.
+	for i := range 100 {
+		v, ok, ended := q.Next()
+		if !ok || ended || v != i {
+			t.Fatalf("next = %d %v %v, want %d", v, ok, ended, i)
+		}
+	}
+	if _, ok, ended := q.Next(); ok || ended {
+		t.Fatalf("empty queue: ok %v ended %v", ok, ended)
+	}
+}
+
+func TestRingWrapsThenGrowsKeepingOrder(t *testing.T) {
+	q := New[int](64)
+	next, want := 0, 0
+	for range 5 {
+		q.Offer(next)
+		next++
+	}
+	for range 3 {
+		v, _, _ := q.Next()
+		if v != want {
+			t.Fatalf("got %d want %d", v, want)
+		}
+		want++
+	}
+	for range 40 { // wraps the first 8-slot buffer, then grows twice
+		if !q.Offer(next) {
+			t.Fatal("refused")
+		}
+		next++
+	}
+	for want < next {
+		v, ok, _ := q.Next()
+		if !ok || v != want {
+			t.Fatalf("got %d %v want %d", v, ok, want)
+		}
+		want++
+	}
+}
+
+func TestEndDrainsThenReportsEnd(t *testing.T) {
+	q := New[string](4)
+	q.Offer("a")
+	q.End()
+	q.End()
+	if q.Offer("b") {
+		t.Fatal("offer after End accepted")
+	}
+	<-q.Ready()
+	if v, ok, _ := q.Next(); !ok || v != "a" {
+		t.Fatalf("got %q %v", v, ok)
+	}
+	if _, ok, ended := q.Next(); ok || !ended {
+		t.Fatalf("after the last element: ok %v ended %v", ok, ended)
+	}
+	if err := q.Push(context.Background(), "c"); !errors.Is(err, ErrEnded) {
+		t.Fatalf("push after End: %v", err)
+	}
+}
+
+func TestPushWaitsForRoomAndHonoursContext(t *testing.T) {
+	q := New[int](2)
+	ctx := context.Background()
+	if q.Push(ctx, 1) != nil || q.Push(ctx, 2) != nil {
+		t.Fatal("push into room failed")
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := q.Push(short, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("push into a full queue: %v", err)
+	}
+	pushed := make(chan error, 1)
+	go func() { pushed <- q.Push(ctx, 3) }()
+	if v, _ := q.Recv(ctx); v != 1 {
+		t.Fatalf("recv %d", v)
+	}
+	if err := <-pushed; err != nil {
+		t.Fatal(err)
+	}
+	if q.Len() != 2 {
+		t.Fatalf("len %d", q.Len())
+	}
+}
+
+// One producer pushing (blocking) and one offering (dropping when full)
+// against one slow consumer: everything pushed arrives exactly once and in
+// order, the consumer wakes for everything (no lost signal), and the queue
+// never holds more than its bound.
+func TestConcurrentProducersOneConsumer(t *testing.T) {
+	q := New[[2]int](16)
+	ctx := context.Background()
+	const n = 20000
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range n {
+			if err := q.Push(ctx, [2]int{0, i}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	offered := 0
+	wg.Go(func() {
+		for i := range n {
+			if q.Offer([2]int{1, i}) {
+				offered++
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); q.End(); close(done) }()
+	next := [2]int{}
+	got := [2]int{}
+	for {
+		if l := q.Len(); l > q.Cap() {
+			t.Fatalf("len %d over the bound %d", l, q.Cap())
+		}
+		v, ok := q.Recv(ctx)
+		if !ok {
+			break
+		}
+		if v[1] < next[v[0]] {
+			t.Fatalf("producer %d: %d after %d", v[0], v[1], next[v[0]])
+		}
+		next[v[0]] = v[1] + 1
+		got[v[0]]++
+	}
+	<-done
+	if got[0] != n || got[1] != offered {
+		t.Fatalf("received %v, want %d pushed and %d offered", got, n, offered)
+	}
+}
