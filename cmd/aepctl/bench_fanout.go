@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// FanoutConfig configures one fan-out measurement of one peer: one
+// publisher, Subscribers live subscribers over Transport.
+type FanoutConfig struct {
+	Transport   string        // transportSSE or transportWS
+	Subscribers int           // at least 1
+	Duration    time.Duration // the measured window
+	Warmup      time.Duration // publishing before the window opens
+	Batch       int           // events per publish request
+	// Window bounds the events in flight: the publisher waits while
+	// published − deliveries/Subscribers exceeds it, so the run is saturated
+	// (the server is the bottleneck) without overflowing the servers'
+	// per-connection queues (which would drop or disconnect).
+	Window     int
+	Publishers int // publish requests in flight; zero means 1
+	Dial       int // subscribers opened at once
+	Progress   func(format string, args ...any)
+}
+
+// FanoutResult is one peer's figures. CPU is the server process's
+// user+system time over the window (0 when not measured).
+type FanoutResult struct {
+	Peer        string        `json:"peer"`
+	Transport   string        `json:"transport"`
+	Subscribers int           `json:"subscribers"`
+	Window      time.Duration `json:"window_ns"`
+	Published   int64         `json:"published"`  // events, whole run
+	Deliveries  int64         `json:"deliveries"` // in the window
+	CPU         time.Duration `json:"cpu_ns"`
+	Missing     int64         `json:"missing"` // published×subscribers − delivered, after a drain
+	Ended       int64         `json:"ended_subscribers"`
+}
+
+// PerSec is deliveries per wall-clock second of the window.
+func (r FanoutResult) PerSec() float64 { return perSec(r.Deliveries, r.Window) }
+
+// PerCPUSec is deliveries per CPU-second of the server (0: not measured).
+func (r FanoutResult) PerCPUSec() float64 { return perSec(r.Deliveries, r.CPU) }
+
+func perSec(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// runFanout opens the subscribers, publishes for Warmup+Duration and
+// measures the window, then drains and closes everything it opened.
+func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (FanoutResult, error) {
+	res := FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers}
+	var dc deliveryCounter
+	subs, wg, ended, err := openSubscribers(ctx, p, cfg, &dc)
+	defer func() {
+		for _, s := range subs {
+			s.Close()
+		}
+		wg.Wait()
+	}()
+	if err != nil {
+		return res, err
+	}
+	cfg.Progress("%s %s: %d subscribers open; publishing (warm-up %v, window %v)", name, cfg.Transport, len(subs), cfg.Warmup, cfg.Duration)
+	pub := &fanoutPublisher{p: p, batch: cfg.Batch, window: int64(cfg.Window), subs: int64(cfg.Subscribers), dc: &dc}
+	perr := make(chan error, 1)
+	go func() { perr <- pub.run(ctx, max(cfg.Publishers, 1)) }() // joined below through perr
+	m, err := measureWindow(ctx, p.Server(), &dc, cfg, name, perr)
+	pub.stop.Store(true)
+	if e := <-perr; err == nil && e != nil {
+		err = e
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Window, res.Deliveries, res.CPU = m.wall, m.deliveries, m.cpu
+	res.Published = pub.published.Load()
+	res.Missing = drain(ctx, &dc, res.Published*int64(cfg.Subscribers))
+	res.Ended = ended.Load()
+	return res, nil
+}
+
+// openSubscribers opens cfg.Subscribers subscribers, cfg.Dial at a time,
+// and starts each one's reader; the caller closes them and waits on wg.
+// ended counts readers that returned before being closed.
+func openSubscribers(ctx context.Context, p peer, cfg FanoutConfig, dc *deliveryCounter) ([]subscriber, *sync.WaitGroup, *atomic.Int64, error) {
+	var (
+		mu    sync.Mutex
+		subs  []subscriber
+		first error
+		wg    sync.WaitGroup
+		ended atomic.Int64
+		open  sync.WaitGroup
+		done  atomic.Bool
+	)
+	sem := make(chan struct{}, max(cfg.Dial, 1))
+	for i := 0; i < cfg.Subscribers && ctx.Err() == nil; i++ {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		open.Add(1)
+		go func() { // joined through open
+			defer open.Done()
+			defer func() { <-sem }()
+			s, err := p.Subscribe(ctx, cfg.Transport)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = fmt.Errorf("subscriber %d: %w", i, err)
+				}
+				return
+			}
+			subs = append(subs, s)
+			wg.Add(1)
+			go func() { // joined by the caller through wg, after Close
+				defer wg.Done()
+				s.Run(dc.count)
+				if !done.Load() {
+					ended.Add(1)
+				}
+			}()
+		}()
+	}
+	open.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return subs, &wg, &ended, first
+}
+
+// fanoutPublisher publishes batches as fast as the window allows, from
+// several goroutines. Setting stop ends it between requests, so every
+// request sent is counted in published.
+type fanoutPublisher struct {
+	p         peer
+	batch     int
+	window    int64
+	subs      int64
+	dc        *deliveryCounter
+	published atomic.Int64
+	inflight  atomic.Int64 // events sent, not yet answered
+	stop      atomic.Bool
+}
+
+// run starts n publishing goroutines and waits for them; the first error
+// stops them all.
+func (f *fanoutPublisher) run(ctx context.Context, n int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for w := range n {
+		wg.Add(1)
+		go func() { // joined below
+			defer wg.Done()
+			if errs[w] = f.loop(ctx, uint64(w+1)); errs[w] != nil {
+				f.stop.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (f *fanoutPublisher) loop(ctx context.Context, seed uint64) error {
+	g := NewGenerator(GenOptions{Dialect: aep.DialectR, Sessions: 16, Seed: seed})
+	events := make([][]byte, f.batch)
+	for !f.stop.Load() && ctx.Err() == nil {
+		if f.published.Load()+f.inflight.Load()-f.dc.n.Load()/f.subs > f.window {
+			time.Sleep(200 * time.Microsecond)
+			continue
+		}
+		for i := range events {
+			events[i], _ = g.Next(events[i][:0])
+		}
+		f.inflight.Add(int64(len(events)))
+		err := f.p.Publish(context.WithoutCancel(ctx), events)
+		f.inflight.Add(-int64(len(events)))
+		if err != nil {
+			return err
+		}
+		f.published.Add(int64(len(events)))
+	}
+	return ctx.Err()
+}
+
+type windowFigures struct {
+	wall       time.Duration
+	deliveries int64
+	cpu        time.Duration
+}
+
+// measureWindow waits out the warm-up, then reads the server's CPU and the
+// delivery count at both ends of the window, printing deliveries/s every
+// second. A publisher error (perr) ends it early.
+func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg FanoutConfig, name string, perr chan error) (windowFigures, error) {
+	wait := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-perr:
+			perr <- err // for the caller
+			if err == nil {
+				err = errors.New("the publisher stopped")
+			}
+			return err
+		case <-time.After(d):
+			return nil
+		}
+	}
+	if err := wait(cfg.Warmup); err != nil {
+		return windowFigures{}, err
+	}
+	cpu0, err := srv.cpu()
+	if err != nil {
+		return windowFigures{}, err
+	}
+	t0, n0 := time.Now(), dc.n.Load()
+	last, lastN := t0, n0
+	for end := t0.Add(cfg.Duration); time.Now().Before(end); {
+		if err := wait(min(time.Second, time.Until(end))); err != nil {
+			return windowFigures{}, err
+		}
+		now, n := time.Now(), dc.n.Load()
+		cfg.Progress("%s %s ×%d: %.0f deliveries/s", name, cfg.Transport, cfg.Subscribers, perSec(n-lastN, now.Sub(last)))
+		last, lastN = now, n
+	}
+	cpu1, err := srv.cpu()
+	if err != nil {
+		return windowFigures{}, err
+	}
+	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0}, nil
+}
+
+// drain waits up to 10s for the deliveries to reach want and returns what
+// is still missing.
+func drain(ctx context.Context, dc *deliveryCounter, want int64) int64 {
+	deadline := time.Now().Add(10 * time.Second)
+	for dc.n.Load() < want && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return want - dc.n.Load()
+}
+
+// FanoutReport is every run of one command.
+type FanoutReport struct {
+	LoadAvg string         `json:"load_average"`
+	Runs    []FanoutResult `json:"runs"`
+	// Ratios are gateway/Centrifugo deliveries per CPU-second, per
+	// transport and subscriber count ("sse/100").
+	Ratios map[string]float64 `json:"ratios_gateway_centrifugo,omitempty"`
+}
+
+func (r *FanoutReport) ratios() {
+	by := map[string]FanoutResult{}
+	for _, x := range r.Runs {
+		by[fmt.Sprintf("%s/%s/%d", x.Peer, x.Transport, x.Subscribers)] = x
+	}
+	for _, x := range r.Runs {
+		if x.Peer != "gateway" {
+			continue
+		}
+		c, ok := by[fmt.Sprintf("centrifugo/%s/%d", x.Transport, x.Subscribers)]
+		if ok && c.PerCPUSec() > 0 && x.PerCPUSec() > 0 {
+			if r.Ratios == nil {
+				r.Ratios = map[string]float64{}
+			}
+			r.Ratios[fmt.Sprintf("%s/%d", x.Transport, x.Subscribers)] = x.PerCPUSec() / c.PerCPUSec()
+		}
+	}
+}
+
+func printFanout(w io.Writer, r FanoutReport) {
+	fmt.Fprintf(w, "bench fanout: load average %s\n", r.LoadAvg)
+	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %8s %6s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s", "missing", "ended")
+	for _, x := range r.Runs {
+		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %8d %6d\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),
+			x.CPU.Round(10*time.Millisecond), x.PerCPUSec(), x.Missing, x.Ended)
+	}
+	for _, tr := range []string{transportSSE, transportWS} {
+		for _, x := range r.Runs {
+			if x.Peer == "gateway" && x.Transport == tr {
+				if v, ok := r.Ratios[fmt.Sprintf("%s/%d", tr, x.Subscribers)]; ok {
+					fmt.Fprintf(w, "ratio gateway/centrifugo deliveries per CPU-second, %s ×%d: %.2f\n", tr, x.Subscribers, v)
+				}
+			}
+		}
+	}
+}
