@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,7 +62,7 @@ type benchServers struct {
 	gateway    *gatewayPeer
 	centrifugo *centrifugoPeer // nil without the peer
 	kafka      []string
-	topic      string // a started gateway's topic, deleted after the run
+	topic      string // prefix of a started gateway's topics, deleted after the run
 	tmp        string // removed by stop when the bench made it
 }
 
@@ -136,7 +137,7 @@ func (s *benchServers) startGateway(ctx context.Context, f *serverFlags, dir str
 	}
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	tmpl := "aepctl.bench." + run + ".{tenant}.events"
-	s.topic = "aepctl.bench." + run + ".default.events"
+	s.topic = "aepctl.bench." + run + "." // the prefix of every topic it makes
 	args := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--topic-template", tmpl,
 		"--log-level", "warn", "--access-log-sample", "0", "--max-connections", "0", "--max-connections-per-ip", "0",
 		"--max-streams-per-tenant", "0", "--topic-retention", "1h", "--idle-timeout", "10m"}
@@ -201,7 +202,7 @@ func (s *benchServers) stop() {
 		s.centrifugo.srv.stop()
 	}
 	if s.topic != "" && len(s.kafka) > 0 {
-		deleteTopics(s.kafka, s.topic)
+		deleteTopicsPrefixed(s.kafka, s.topic)
 		s.topic = ""
 	}
 	if s.tmp != "" {
@@ -212,6 +213,32 @@ func (s *benchServers) stop() {
 
 // deleteTopics removes the bench's topics from a shared broker, best effort.
 func deleteTopics(brokers []string, topics ...string) {
+	withAdmin(brokers, func(ctx context.Context, adm *kadm.Client) {
+		_, _ = adm.DeleteTopics(ctx, topics...)
+	})
+}
+
+// deleteTopicsPrefixed removes every topic whose name starts with prefix
+// (a started gateway's events, index and presence topics), best effort.
+func deleteTopicsPrefixed(brokers []string, prefix string) {
+	withAdmin(brokers, func(ctx context.Context, adm *kadm.Client) {
+		td, err := adm.ListTopics(ctx)
+		if err != nil {
+			return
+		}
+		var names []string
+		for _, t := range td.Names() {
+			if strings.HasPrefix(t, prefix) {
+				names = append(names, t)
+			}
+		}
+		if len(names) > 0 {
+			_, _ = adm.DeleteTopics(ctx, names...)
+		}
+	})
+}
+
+func withAdmin(brokers []string, f func(context.Context, *kadm.Client)) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return
@@ -219,5 +246,5 @@ func deleteTopics(brokers []string, topics ...string) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = kadm.NewClient(cl).DeleteTopics(ctx, topics...)
+	f(ctx, kadm.NewClient(cl))
 }

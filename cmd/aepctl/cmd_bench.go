@@ -147,6 +147,7 @@ func printBench(w io.Writer, r BenchReport) {
 		printPhase(w, *r.Baseline)
 		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
 	}
+	fmt.Fprintf(w, "load average: %s\n", loadAvg())
 }
 
 func sizeText(n int) string {
@@ -243,7 +244,8 @@ func benchJSON(r BenchReport) any {
 		Gateway     phaseJSON  `json:"gateway"`
 		Baseline    *phaseJSON `json:"baseline,omitempty"`
 		Ratio       *float64   `json:"ratio_gateway_kafka,omitempty"`
-	}{Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
+		LoadAvg     string     `json:"load_average"`
+	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
 		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway)}
 	if r.Baseline != nil {
 		b := toPhaseJSON(*r.Baseline)
