@@ -97,6 +97,9 @@ func startServer(ctx context.Context, name, bin string, args []string, dir, url,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	if abs, err := filepath.Abs(bin); err == nil && strings.ContainsRune(bin, filepath.Separator) {
+		bin = abs // the process runs in dir
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
@@ -27,6 +28,8 @@ Usage:
   aepctl bench idle [flags]     N idle SSE and WebSocket connections: RSS per
                                 connection of the server, gateway vs Centrifugo,
                                 then all closed at once (peak RSS)
+  aepctl bench cleanup --kafka-brokers B --prefix aepctl.bench.RUN.
+                                delete a run's topics from a shared broker
 
 fanout, latency and idle start the servers they measure (--gateway-bin, and
 Centrifugo from PATH or $GOPATH/bin) or are pointed at running ones (--url
@@ -49,6 +52,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return cmdBenchLatency(ctx, args[1:], stdout, stderr)
 		case "idle":
 			return cmdBenchIdle(ctx, args[1:], stdout, stderr)
+		case "cleanup":
+			return cmdBenchCleanup(args[1:], stdout, stderr)
 		case "-h", "--help", "-help", "help":
 			fmt.Fprint(stdout, benchHelp)
 			return nil
@@ -253,4 +258,20 @@ func benchJSON(r BenchReport) any {
 		out.Baseline, out.Ratio = &b, &ratio
 	}
 	return out
+}
+
+// cmdBenchCleanup deletes the topics a bench run left on a shared broker;
+// only names under "aepctl.bench." can be deleted.
+func cmdBenchCleanup(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench cleanup", "bench cleanup --kafka-brokers B --prefix aepctl.bench.RUN.", stdout, stderr)
+	brokers := fs.String("kafka-brokers", os.Getenv("KAFKA_BROKERS"), "Kafka brokers [$KAFKA_BROKERS]")
+	prefix := fs.String("prefix", "", `delete every topic whose name starts with this; must start with "aepctl.bench." and name a run`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *brokers == "" || !strings.HasPrefix(*prefix, "aepctl.bench.") || len(*prefix) <= len("aepctl.bench.") {
+		return usageErr(fs, "--kafka-brokers and a --prefix under aepctl.bench.RUN are needed")
+	}
+	deleteTopicsPrefixed(splitList(*brokers), *prefix)
+	return nil
 }
