@@ -153,6 +153,10 @@ func (c *centrifugoPeer) Publish(ctx context.Context, events [][]byte) error {
 		return err
 	}
 	req.Header.Set("X-API-Key", c.apiKey)
+	// A keep-alive connection the server closed while the publisher waited
+	// for its window fails the next POST with EOF before anything is read;
+	// the header lets net/http replay it on a fresh connection.
+	req.Header.Set("Idempotency-Key", randHex(8))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -263,6 +263,7 @@ type FanoutReport struct {
 	// Ratios are gateway/Centrifugo deliveries per CPU-second, per
 	// transport and subscriber count ("sse/100").
 	Ratios map[string]float64 `json:"ratios_gateway_centrifugo,omitempty"`
+	Errors []string           `json:"errors,omitempty"` // runs that failed
 }
 
 func (r *FanoutReport) ratios() {
@@ -286,6 +287,9 @@ func (r *FanoutReport) ratios() {
 
 func printFanout(w io.Writer, r FanoutReport) {
 	fmt.Fprintf(w, "bench fanout: load average %s\n", r.LoadAvg)
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "failed: %s\n", e)
+	}
 	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %8s %6s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s", "missing", "ended")
 	for _, x := range r.Runs {
 		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %8d %6d\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),

@@ -75,8 +75,11 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 			for _, np := range srv.peers() {
 				r, err := runFanout(ctx, np.name, np.p, FanoutConfig{Transport: tr, Subscribers: n, Duration: *duration,
 					Warmup: *warmup, Batch: *batch, Window: *window, Publishers: *pubs, Dial: *dial, Progress: say})
-				if err != nil {
-					return fmt.Errorf("fanout %s %s ×%d: %w", np.name, tr, n, err)
+				if err != nil { // reported, and the other runs still go
+					err = fmt.Errorf("fanout %s %s ×%d: %w", np.name, tr, n, err)
+					say("%v", err)
+					rep.Errors = append(rep.Errors, err.Error())
+					continue
 				}
 				say("%s %s ×%d: %.0f deliveries per CPU-second, %d missing", np.name, tr, n, r.PerCPUSec(), r.Missing)
 				rep.Runs = append(rep.Runs, r)
@@ -86,10 +89,14 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	rep.LoadAvg = loadAvg()
 	rep.ratios()
 	if *out == "json" {
-		return writeJSONLine(stdout, rep)
+		err = writeJSONLine(stdout, rep)
+	} else {
+		printFanout(stdout, rep)
 	}
-	printFanout(stdout, rep)
-	return nil
+	if err == nil && len(rep.Errors) > 0 {
+		err = fmt.Errorf("%d of the runs failed", len(rep.Errors))
+	}
+	return err
 }
 
 // progressFunc prints a progress line to w when on, else nothing.
