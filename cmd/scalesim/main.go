@@ -42,7 +42,8 @@ func main() {
 	fs.Float64Var(&in.NodeNICMBps, "node-nic", in.NodeNICMBps, "MB/s in per gateway node")
 	fs.Float64Var(&in.NodeCores, "node-cores", in.NodeCores, "cores per node")
 	fs.Float64Var(&in.NodeMemGB, "node-mem", in.NodeMemGB, "GB of memory per node")
-	fs.IntVar(&in.MaxPartitionsPerFetcher, "max-partitions", in.MaxPartitionsPerFetcher, "partitions one consumer may fetch")
+	fs.IntVar(&in.MaxPartitionsPerFetcher, "max-partitions", in.MaxPartitionsPerFetcher, "partitions one process (node or worker) may fetch")
+	fs.IntVar(&in.MaxConnsPerBroker, "max-broker-conns", in.MaxConnsPerBroker, "client connections one broker serves")
 	fs.Uint64Var(&in.Seed, "seed", in.Seed, "seed of the drawn deployment")
 	fs.BoolVar(&in.Affinity, "affinity", false, "only the placement with a tenant-aware load balancer (default: both placements)")
 	random := fs.Bool("random", false, "only the random placement")
@@ -64,7 +65,7 @@ func DefaultInputs() Inputs {
 		Nodes: 100, Tenants: 10_000, Connections: 1_000_000, IngestEPS: 200_000, EventBytes: 500,
 		Partitions: 12, ZipfS: 1.1, MatchFraction: 0.01, Seed: 13,
 		ConnRSS: 61 << 10, SubBytes: 500, DeliveriesPerCPU: 190_000, FilterNs: 383, ConsumeNs: 2_000, ForwardNs: 2_500,
-		Brokers: 30, BrokerEgressMBps: 1_250, NodeNICMBps: 1_250, NodeCores: 8, NodeMemGB: 32, MaxPartitionsPerFetcher: 10_000,
+		Brokers: 30, BrokerEgressMBps: 1_250, NodeNICMBps: 1_250, NodeCores: 8, NodeMemGB: 32, MaxPartitionsPerFetcher: 10_000, MaxConnsPerBroker: 20_000,
 	}
 }
 
@@ -78,8 +79,8 @@ func Print(w io.Writer, in Inputs) {
 	fmt.Fprintf(w, "### %s\n\n", placement)
 	fmt.Fprintf(w, "deployment: %d nodes, %d tenants × %d partitions, %d connections, %.0f events/s of %.0f B, match %.3g, zipf %.2f, seed %d\n",
 		in.Nodes, in.Tenants, in.Partitions, in.Connections, in.IngestEPS, in.EventBytes, in.MatchFraction, in.ZipfS, in.Seed)
-	fmt.Fprintf(w, "limits: %d brokers × %.0f MB/s out; nodes of %.0f cores, %.0f GB, %.0f MB/s in; %d partitions per consumer\n\n",
-		in.Brokers, in.BrokerEgressMBps, in.NodeCores, in.NodeMemGB, in.NodeNICMBps, in.MaxPartitionsPerFetcher)
+	fmt.Fprintf(w, "limits: %d brokers × %.0f MB/s out, %d client connections each; nodes of %.0f cores, %.0f GB, %.0f MB/s in; %d partitions fetched per process\n\n",
+		in.Brokers, in.BrokerEgressMBps, in.MaxConnsPerBroker, in.NodeCores, in.NodeMemGB, in.NodeNICMBps, in.MaxPartitionsPerFetcher)
 	fmt.Fprintf(w, "| | %s | %s |\n|---|---|---|\n", a.Design, b.Design)
 	row := func(name, f string, x, y any) {
 		fmt.Fprintf(w, "| %s | "+f+" | "+f+" |\n", name, x, y)
@@ -89,7 +90,9 @@ func Print(w io.Writer, in Inputs) {
 	row("Kafka read per node, MB/s", "%.1f", a.NodeReadMBps, b.NodeReadMBps)
 	row("CPU per node, cores", "%.2f", a.NodeCores, b.NodeCores)
 	row("memory per node, GB", "%.2f", a.NodeMemGB, b.NodeMemGB)
-	row("partitions fetched per consumer", "%d", a.PartitionsPerFetch, b.PartitionsPerFetch)
+	row("partitions fetched per node (today) or worker", "%d", a.PartitionsPerFetch, b.PartitionsPerFetch)
+	row("Kafka clients per node", "%d", a.ClientsPerNode, b.ClientsPerNode)
+	row("client connections per broker", "%d", a.ConnsPerBroker, b.ConnsPerBroker)
 	row("filter workers", "%d", a.Workers, b.Workers)
 	row("deliveries/s, all nodes", "%.0f", a.DeliveriesPerSec, b.DeliveriesPerSec)
 	row("limits passed", "%s", limitsText(a.Limits), limitsText(b.Limits))

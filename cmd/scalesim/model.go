@@ -42,6 +42,7 @@ type Inputs struct {
 	NodeCores               float64
 	NodeMemGB               float64
 	MaxPartitionsPerFetcher int // partitions one consumer client can fetch before fetch sessions dominate
+	MaxConnsPerBroker       int // client connections one broker serves
 }
 
 // tenant is one tenant of the simulated deployment.
@@ -59,7 +60,9 @@ type Result struct {
 	NodeReadMBps       float64 // per node (max)
 	NodeCores          float64 // per node (max): consume + filter + deliver (+ forward)
 	NodeMemGB          float64 // per node (max): connections + subscriptions
-	PartitionsPerFetch int     // partitions one node's (or worker's) consumer fetches
+	PartitionsPerFetch int     // partitions one node (or worker) fetches, all its clients together
+	ClientsPerNode     int     // Kafka consumer clients per node (today: one tail per tenant held)
+	ConnsPerBroker     int     // client connections each broker holds for live delivery
 	Workers            int     // filter workers (worker design)
 	DeliveriesPerSec   float64 // all nodes
 	Limits             []string
@@ -112,7 +115,8 @@ func (in Inputs) tenants() []tenant {
 // Simulate runs both designs on the same drawn deployment.
 func Simulate(in Inputs) (tailAll, workers Result) {
 	ts := in.tenants()
-	var deliveries, forwardedEPS, tailedEPS, tailedParts float64
+	var deliveries, forwardedEPS, tailedEPS, tailedParts, tailConns float64
+	fanIn := float64(min(in.Partitions, in.Brokers)) // brokers one topic's client talks to
 	for _, t := range ts {
 		if t.conns == 0 {
 			continue
@@ -121,6 +125,7 @@ func Simulate(in Inputs) (tailAll, workers Result) {
 		// connection of.
 		tailedEPS += t.eps * float64(t.nodes)
 		tailedParts += float64(in.Partitions * t.nodes)
+		tailConns += float64(t.nodes) * fanIn
 		deliveries += t.eps * in.MatchFraction * float64(t.conns)
 		// A matched event is forwarded once to each node with a matching
 		// subscription; with MatchFraction per subscription and the tenant's
@@ -144,6 +149,8 @@ func Simulate(in Inputs) (tailAll, workers Result) {
 	tailAll.NodeCores = nodeEPS*(in.ConsumeNs+in.FilterNs)/1e9 + perNodeDeliveries/in.DeliveriesPerCPU
 	tailAll.NodeMemGB = mem
 	tailAll.PartitionsPerFetch = int(math.Ceil(tailedParts / float64(in.Nodes)))
+	tailAll.ClientsPerNode = int(math.Ceil(tailedParts / float64(in.Nodes) / float64(in.Partitions)))
+	tailAll.ConnsPerBroker = int(math.Ceil(tailConns / float64(in.Brokers)))
 
 	// Filter workers: a consumer group reads each partition once, evaluates
 	// every subscription and produces matches to the holding nodes' topic.
@@ -158,6 +165,10 @@ func Simulate(in Inputs) (tailAll, workers Result) {
 	workers.NodeCores = forwardedEPS/float64(in.Nodes)*in.ConsumeNs/1e9 + perNodeDeliveries/in.DeliveriesPerCPU
 	workers.NodeMemGB = mem
 	workers.PartitionsPerFetch = int(math.Ceil(float64(in.Tenants*in.Partitions) / float64(max(workers.Workers, 1))))
+	workers.ClientsPerNode = 1
+	// Every worker talks to every broker (it reads all topics and writes
+	// every node's partition); every node reads its own partition.
+	workers.ConnsPerBroker = workers.Workers + in.Nodes
 
 	for _, r := range []*Result{&tailAll, &workers} {
 		r.Limits = in.limits(*r)
@@ -177,7 +188,8 @@ func (in Inputs) limits(r Result) []string {
 	check("node network in", r.NodeReadMBps, in.NodeNICMBps, "MB/s")
 	check("node CPU", r.NodeCores, in.NodeCores, "cores")
 	check("node memory", r.NodeMemGB, in.NodeMemGB, "GB")
-	check("partitions per consumer", float64(r.PartitionsPerFetch), float64(in.MaxPartitionsPerFetcher), "partitions")
+	check("partitions fetched per process", float64(r.PartitionsPerFetch), float64(in.MaxPartitionsPerFetcher), "partitions")
+	check("connections per broker", float64(r.ConnsPerBroker), float64(in.MaxConnsPerBroker), "connections")
 	sort.Strings(out)
 	return out
 }
