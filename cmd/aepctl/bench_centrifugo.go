@@ -32,11 +32,12 @@ const centrifugoChannel = "bench"
 // (/api/batch), subscribers on /connection/uni_sse or
 // /connection/uni_websocket with an HS256 connection token.
 type centrifugoPeer struct {
-	srv    *server
-	hc     *http.Client
-	apiKey string
-	secret []byte
-	users  atomic.Int64
+	srv     *server
+	hc      *http.Client
+	apiKey  string
+	secret  []byte
+	users   atomic.Int64
+	retries atomic.Int64 // publish requests sent again after no answer
 }
 
 func (c *centrifugoPeer) Server() *server { return c.srv }
@@ -135,8 +136,25 @@ func (c *centrifugoPeer) Subscribe(ctx context.Context, transport string) (subsc
 }
 
 // Publish sends the events as one /api/batch of publish commands, each
-// event's JSON as the publication's data.
+// event's JSON as the publication's data. A request that got no answer at
+// all (the connection closed) is sent again, at most twice, and counted in
+// retries: Centrifugo may have published it, and then the subscribers get
+// the events twice, which the report's "missing" shows as negative.
 func (c *centrifugoPeer) Publish(ctx context.Context, events [][]byte) error {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			c.retries.Add(1)
+		}
+		var answered bool
+		if answered, err = c.publishOnce(ctx, events); err == nil || answered || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+func (c *centrifugoPeer) publishOnce(ctx context.Context, events [][]byte) (answered bool, err error) {
 	var body bytes.Buffer
 	body.WriteString(`{"commands":[`)
 	for i, e := range events {
@@ -150,7 +168,7 @@ func (c *centrifugoPeer) Publish(ctx context.Context, events [][]byte) error {
 	body.WriteString(`]}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.srv.url+"/api/batch", &body)
 	if err != nil {
-		return err
+		return true, err
 	}
 	req.Header.Set("X-API-Key", c.apiKey)
 	// A keep-alive connection the server closed while the publisher waited
@@ -160,12 +178,15 @@ func (c *centrifugoPeer) Publish(ctx context.Context, events [][]byte) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("centrifugo publish: %w", err)
+		return false, fmt.Errorf("centrifugo publish: %w", err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK || bytes.Contains(b, []byte(`"error"`)) {
-		return fmt.Errorf("centrifugo publish: status %d: %.300s", resp.StatusCode, b)
+		return true, fmt.Errorf("centrifugo publish: status %d: %.300s", resp.StatusCode, b)
 	}
-	return nil
+	return true, nil
 }
+
+// PublishRetries is how many publish requests were sent again so far.
+func (c *centrifugoPeer) PublishRetries() int64 { return c.retries.Load() }

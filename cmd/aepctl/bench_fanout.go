@@ -21,9 +21,9 @@ type FanoutConfig struct {
 	Warmup      time.Duration // publishing before the window opens
 	Batch       int           // events per publish request
 	// Window bounds the events in flight: the publisher waits while
-	// published − deliveries/Subscribers exceeds it, so the run is saturated
-	// (the server is the bottleneck) without overflowing the servers'
-	// per-connection queues (which would drop or disconnect).
+	// published − the slowest subscriber's deliveries exceeds it, so the run
+	// is saturated (the server is the bottleneck) without overflowing the
+	// servers' per-connection queues (which would drop or disconnect).
 	Window     int
 	Publishers int // publish requests in flight; zero means 1
 	Dial       int // subscribers opened at once
@@ -42,7 +42,11 @@ type FanoutResult struct {
 	CPU         time.Duration `json:"cpu_ns"`
 	Missing     int64         `json:"missing"` // published×subscribers − delivered, after a drain
 	Ended       int64         `json:"ended_subscribers"`
+	Retries     int64         `json:"publish_retries,omitempty"` // requests sent again after no answer
 }
+
+// retrier is a peer that resends publish requests that got no answer.
+type retrier interface{ PublishRetries() int64 }
 
 // PerSec is deliveries per wall-clock second of the window.
 func (r FanoutResult) PerSec() float64 { return perSec(r.Deliveries, r.Window) }
@@ -59,9 +63,13 @@ func perSec(n int64, d time.Duration) float64 {
 
 // runFanout opens the subscribers, publishes for Warmup+Duration and
 // measures the window, then drains and closes everything it opened.
-func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (FanoutResult, error) {
-	res := FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers}
+func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res FanoutResult, err error) {
+	res = FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers}
 	var dc deliveryCounter
+	if r, ok := p.(retrier); ok {
+		before := r.PublishRetries()
+		defer func() { res.Retries = r.PublishRetries() - before }()
+	}
 	subs, wg, ended, err := openSubscribers(ctx, p, cfg, &dc)
 	defer func() {
 		for _, s := range subs {
@@ -73,7 +81,7 @@ func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (Fano
 		return res, err
 	}
 	cfg.Progress("%s %s: %d subscribers open; publishing (warm-up %v, window %v)", name, cfg.Transport, len(subs), cfg.Warmup, cfg.Duration)
-	pub := &fanoutPublisher{p: p, batch: cfg.Batch, window: int64(cfg.Window), subs: int64(cfg.Subscribers), dc: &dc}
+	pub := &fanoutPublisher{p: p, batch: cfg.Batch, window: int64(cfg.Window), dc: &dc}
 	perr := make(chan error, 1)
 	go func() { perr <- pub.run(ctx, max(cfg.Publishers, 1)) }() // joined below through perr
 	m, err := measureWindow(ctx, p.Server(), &dc, cfg, name, perr)
@@ -127,10 +135,11 @@ func openSubscribers(ctx context.Context, p peer, cfg FanoutConfig, dc *delivery
 				return
 			}
 			subs = append(subs, s)
+			count := dc.counter()
 			wg.Add(1)
 			go func() { // joined by the caller through wg, after Close
 				defer wg.Done()
-				s.Run(dc.count)
+				s.Run(count)
 				if !done.Load() {
 					ended.Add(1)
 				}
@@ -151,7 +160,6 @@ type fanoutPublisher struct {
 	p         peer
 	batch     int
 	window    int64
-	subs      int64
 	dc        *deliveryCounter
 	published atomic.Int64
 	inflight  atomic.Int64 // events sent, not yet answered
@@ -180,7 +188,7 @@ func (f *fanoutPublisher) loop(ctx context.Context, seed uint64) error {
 	g := NewGenerator(GenOptions{Dialect: aep.DialectR, Sessions: 16, Seed: seed})
 	events := make([][]byte, f.batch)
 	for !f.stop.Load() && ctx.Err() == nil {
-		if f.published.Load()+f.inflight.Load()-f.dc.n.Load()/f.subs > f.window {
+		if f.published.Load()+f.inflight.Load()-f.dc.slowest() > f.window {
 			time.Sleep(200 * time.Microsecond)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,11 +189,38 @@ func (g *gatewayPeer) Publish(ctx context.Context, events [][]byte) error {
 	return nil
 }
 
-// deliveryCounter sums the deliveries of every subscriber of a run.
-type deliveryCounter struct{ n atomic.Int64 }
+// deliveryCounter sums the deliveries of every subscriber of a run and
+// keeps each one's count, so the publisher can pace itself on the slowest.
+type deliveryCounter struct {
+	n   atomic.Int64
+	mu  sync.Mutex
+	per []*atomic.Int64
+}
 
-func (d *deliveryCounter) count(msg []byte) {
-	if k := bytes.Count(msg, benchMark); k > 0 {
-		d.n.Add(int64(k))
+// counter returns the count function of a new subscriber.
+func (d *deliveryCounter) counter() func([]byte) {
+	c := new(atomic.Int64)
+	d.mu.Lock()
+	d.per = append(d.per, c)
+	d.mu.Unlock()
+	return func(msg []byte) {
+		if k := bytes.Count(msg, benchMark); k > 0 {
+			c.Add(int64(k))
+			d.n.Add(int64(k))
+		}
 	}
+}
+
+// slowest returns the smallest count of any subscriber (0 with none).
+func (d *deliveryCounter) slowest() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.per) == 0 {
+		return 0
+	}
+	least := d.per[0].Load()
+	for _, c := range d.per[1:] {
+		least = min(least, c.Load())
+	}
+	return least
 }

@@ -81,7 +81,7 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 					rep.Errors = append(rep.Errors, err.Error())
 					continue
 				}
-				say("%s %s ×%d: %.0f deliveries per CPU-second, %d missing", np.name, tr, n, r.PerCPUSec(), r.Missing)
+				say("%s %s ×%d: %.0f deliveries per CPU-second, %d missing, %d publish retries", np.name, tr, n, r.PerCPUSec(), r.Missing, r.Retries)
 				rep.Runs = append(rep.Runs, r)
 			}
 		}
