@@ -61,7 +61,7 @@ func TestReportFromBenchOutputs(t *testing.T) {
 		"idle SSE connection, RSS per connection at 10.0k | 60.0 KB | Centrifugo 52.0 KB | 1.15 | ≤ 16 KB | not met |",
 		"+50.0% (572 → 858 MB)",
 		"+2.00 ms (p99 6.00 ms) | direct p99 4.00 ms |",
-		"| 6.49 vs 4.72 ms |  | 1.38 | ≤ 1.2 | not met |",
+		"| 6.49 vs 4.72 ms (medians) |  | 1.38 | ≤ 1.2 | not met |",
 		"fan-out: 4 5 6", "](images/bench-fanout.svg)", "](images/bench-latency.svg)", "](images/bench-ingest.svg)",
 	} {
 		if !strings.Contains(got, want) {

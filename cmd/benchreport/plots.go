@@ -56,14 +56,26 @@ func savePlot(path, title, x, y string, logX bool, lines []series) error {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
-	p.Y.Min = 0
-	p.Legend.Top = true
 	var args []any
+	var maxX, maxY float64
 	for _, l := range lines {
 		args = append(args, l.name, l.pts)
+		for _, pt := range l.pts {
+			maxX, maxY = max(maxX, pt.X), max(maxY, pt.Y)
+		}
 	}
 	if err := plotutil.AddLinePoints(p, args...); err != nil {
 		return err
+	}
+	// Head room above the data for the legend, and room right of the last
+	// point for its tick label.
+	p.Y.Min, p.Y.Max = 0, maxY*1.45
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.XOffs = vg.Points(12)
+	if logX {
+		p.X.Max = maxX * 1.4
+	} else {
+		p.X.Max = maxX * 1.08
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
