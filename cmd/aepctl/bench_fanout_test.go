@@ -150,3 +150,28 @@ func TestFanoutCentrifugo(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchSubcommandsRefuseBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "fanout"}, // no server
+		{"bench", "fanout", "--gateway-bin", "x", "--url", "http://127.0.0.1:1"},
+		{"bench", "fanout", "--url", "http://127.0.0.1:1", "--subscribers", "0"},
+		{"bench", "fanout", "--url", "http://127.0.0.1:1", "--transports", "sse,tcp"},
+		{"bench", "fanout", "--url", "http://127.0.0.1:1", "--centrifugo-url", "http://127.0.0.1:2"}, // no key
+		{"bench", "latency", "--url", "http://127.0.0.1:1", "--kafka-brokers", ""},
+		{"bench", "latency", "--url", "http://127.0.0.1:1", "--kafka-brokers", "k:9092", "--rates", "0"},
+		{"bench", "idle", "--url", "http://127.0.0.1:1", "--connections", "0"},
+		{"bench", "cleanup", "--kafka-brokers", "k:9092", "--prefix", "aep.default."},
+		{"bench", "nosuch"},
+	} {
+		var out, errb strings.Builder
+		if code := run(t.Context(), args, strings.NewReader(""), &out, &errb); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d (usage); stderr %s", args, code, exitUsage, errb.String())
+		}
+	}
+	var out strings.Builder
+	if code := run(t.Context(), []string{"bench", "--help"}, strings.NewReader(""), &out, &out); code != 0 ||
+		!strings.Contains(out.String(), "aepctl bench fanout") || !strings.Contains(out.String(), "aepctl bench idle") {
+		t.Fatalf("bench --help: %d\n%s", code, out.String())
+	}
+}
