@@ -63,7 +63,7 @@ func startCentrifugo(ctx context.Context, bin, dir string) (*centrifugoPeer, err
 	if err != nil {
 		return nil, err
 	}
-	p := &centrifugoPeer{hc: benchHTTPClient(), apiKey: randHex(16), secret: []byte(randHex(32))}
+	p := &centrifugoPeer{hc: centrifugoHTTPClient(), apiKey: randHex(16), secret: []byte(randHex(32))}
 	cfg, err := centrifugoConfig(port, p.apiKey, p.secret)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,17 @@ func startCentrifugo(ctx context.Context, bin, dir string) (*centrifugoPeer, err
 // attachCentrifugo is a Centrifugo the bench was pointed at: its URL, pid
 // (0: not measured), API key and token secret.
 func attachCentrifugo(u string, pid int, apiKey, secret string) *centrifugoPeer {
-	return &centrifugoPeer{srv: &server{name: "centrifugo", url: u, pid: pid}, hc: benchHTTPClient(), apiKey: apiKey, secret: []byte(secret)}
+	return &centrifugoPeer{srv: &server{name: "centrifugo", url: u, pid: pid}, hc: centrifugoHTTPClient(), apiKey: apiKey, secret: []byte(secret)}
+}
+
+// centrifugoHTTPClient drops idle connections after 5s: Centrifugo's HTTP
+// server closes them after 30s (its idle timeout is its ReadTimeout), and a
+// POST on a connection closing under it fails with EOF and may or may not
+// have been published, which no client can replay safely.
+func centrifugoHTTPClient() *http.Client {
+	hc := benchHTTPClient()
+	hc.Transport.(*http.Transport).IdleConnTimeout = 5 * time.Second
+	return hc
 }
 
 func randHex(n int) string {
@@ -171,10 +181,6 @@ func (c *centrifugoPeer) publishOnce(ctx context.Context, events [][]byte) (answ
 		return true, err
 	}
 	req.Header.Set("X-API-Key", c.apiKey)
-	// A keep-alive connection the server closed while the publisher waited
-	// for its window fails the next POST with EOF before anything is read;
-	// the header lets net/http replay it on a fresh connection.
-	req.Header.Set("Idempotency-Key", randHex(8))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {

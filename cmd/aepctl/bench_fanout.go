@@ -254,11 +254,18 @@ func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg Fa
 	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0}, nil
 }
 
-// drain waits up to 10s for the deliveries to reach want and returns what
-// is still missing.
+// drain waits for the deliveries to reach want while they progress (the
+// backlog of a window × subscribers can take a while), at most 2 minutes,
+// and returns what is still missing after 3s without progress.
 func drain(ctx context.Context, dc *deliveryCounter, want int64) int64 {
-	deadline := time.Now().Add(10 * time.Second)
-	for dc.n.Load() < want && time.Now().Before(deadline) && ctx.Err() == nil {
+	deadline := time.Now().Add(2 * time.Minute)
+	last, lastAt := dc.n.Load(), time.Now()
+	for n := last; n < want && time.Now().Before(deadline) && ctx.Err() == nil; n = dc.n.Load() {
+		if n != last {
+			last, lastAt = n, time.Now()
+		} else if time.Since(lastAt) > 3*time.Second {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return want - dc.n.Load()

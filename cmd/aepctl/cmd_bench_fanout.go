@@ -22,7 +22,8 @@ through /api/batch, /connection/uni_sse and /connection/uni_websocket, with
 every subscriber on one channel by its connection token. Each subscriber count
 and transport runs the gateway then Centrifugo, so the ratio comes from one
 run. "missing" counts deliveries that never came (published × subscribers −
-delivered, after a 10s drain); "ended" counts subscribers the server closed.
+delivered, once they stop arriving for 3s); "ended" counts subscribers the
+server closed.
 `
 
 func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
