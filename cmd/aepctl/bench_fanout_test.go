@@ -85,6 +85,10 @@ func TestLatencyGatewayAndDirect(t *testing.T) {
 	if got := g.records("latency.direct"); got != 100+1 && got < 100 { // the warm-up adds a few
 		t.Fatalf("direct topic holds %d records", got)
 	}
+	two := gr.merge(gr)
+	if two.Sent != 200 || two.Rounds != 2 || two.Latency.Count != 200 || two.Latency.Max != gr.Latency.Max {
+		t.Fatalf("merged %+v", two)
+	}
 	rep := LatencyReport{Runs: []LatencyResult{gr, dr}}
 	if d, ok := rep.AddedP99(200); !ok || d != gr.Latency.P99-dr.Latency.P99 {
 		t.Fatalf("added p99 %v %v", d, ok)

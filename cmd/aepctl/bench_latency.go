@@ -34,6 +34,21 @@ type LatencyResult struct {
 	Sent    int64          `json:"sent"`
 	Latency LatencySummary `json:"latency"`
 	Lost    int64          `json:"lost"` // sent, never seen within 5s after the phase
+	Rounds  int            `json:"rounds"`
+	hist    histogram
+}
+
+// merge adds another slice of the same path and rate.
+func (r LatencyResult) merge(o LatencyResult) LatencyResult {
+	if r.Rounds == 0 {
+		return o
+	}
+	r.hist.merge(&o.hist)
+	r.Sent += o.Sent
+	r.Lost += o.Lost
+	r.Rounds += o.Rounds
+	r.Latency = r.hist.summary()
+	return r
 }
 
 // latencyProbe matches deliveries to send times by the generator's event
@@ -168,7 +183,7 @@ func (p *latencyProbe) finish(path string, rate float64, sent int64) LatencyResu
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return LatencyResult{Path: path, Rate: rate, Sent: sent, Latency: p.hist.summary(), Lost: sent - p.seen.Load()}
+	return LatencyResult{Path: path, Rate: rate, Sent: sent, Latency: p.hist.summary(), Lost: sent - p.seen.Load(), Rounds: 1, hist: p.hist}
 }
 
 // gatewayLatency publishes single events through POST /events and times

@@ -10,15 +10,17 @@ import (
 	"time"
 )
 
-const benchLatencySynopsis = "bench latency (--gateway-bin PATH | --url URL) --kafka-brokers B [--rates 500,1000,2000] [--duration D] [--concurrency C] [--output text|json]"
+const benchLatencySynopsis = "bench latency (--gateway-bin PATH | --url URL) --kafka-brokers B [--rates 500,1000,2000] [--duration D] [--rounds N] [--concurrency C] [--output text|json]"
 
 const benchLatencyHelp = `Publish→deliver latency at fixed rates, open loop, one event per request:
 the gateway path posts each event to POST /events and times its arrival on one
 GET /stream subscriber; the direct path produces the same events with franz-go
 (acks=all, idempotent, lz4, keyed by session) to a topic of the same Kafka and
 times their arrival at a franz-go consumer in the same process. Each rate runs
-both paths; "added p99" is the gateway's p99 minus direct's. "lost" counts
-events not seen within 5s of the phase's end.
+both paths, alternating in --rounds slices of --duration/--rounds each (so a
+machine whose load changes weighs on both paths alike), and merges each
+path's slices; "added p99" is the gateway's p99 minus direct's. "lost"
+counts events not seen within 5s of a slice's end.
 `
 
 func cmdBenchLatency(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -28,6 +30,7 @@ func cmdBenchLatency(ctx context.Context, args []string, stdout, stderr io.Write
 	rates := fs.String("rates", "1000", "comma-separated rates in events/s, each 1..100000")
 	duration := fs.Duration("duration", 10*time.Second, "length of each phase, at most 10m")
 	conc := fs.Int("concurrency", 32, "requests in flight at most, 1..256")
+	rounds := fs.Int("rounds", 4, "alternating slices of each path per rate, 1..100")
 	out := outputFlag(fs, "text", "text", "json")
 	progress := fs.Bool("progress", isTerminal(stderr), "print progress to stderr (default: when stderr is a terminal)")
 	if err := parseFlags(fs, args); err != nil {
@@ -39,8 +42,8 @@ func cmdBenchLatency(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageErr(fs, "--rates: %v", err)
 	case *duration <= 0 || *duration > maxBenchDuration:
 		return usageErr(fs, "--duration must be within (0, %v]", maxBenchDuration)
-	case *conc < 1 || *conc > maxBenchWorkers:
-		return usageErr(fs, "--concurrency must be 1..%d", maxBenchWorkers)
+	case *conc < 1 || *conc > maxBenchWorkers || *rounds < 1 || *rounds > 100:
+		return usageErr(fs, "--concurrency must be 1..%d, --rounds 1..100", maxBenchWorkers)
 	case sf.kafka == "":
 		return usageErr(fs, "--kafka-brokers (or $KAFKA_BROKERS) is needed: the direct baseline and the gateway share that Kafka")
 	case fs.NArg() > 0:
@@ -59,16 +62,20 @@ func cmdBenchLatency(ctx context.Context, args []string, stdout, stderr io.Write
 	defer deleteTopics(srv.kafka, topic)
 	rep := LatencyReport{}
 	for _, r := range rs {
-		cfg := LatencyConfig{Rate: r, Duration: *duration, Concurrency: *conc, Progress: say}
-		say("gateway at %.0f events/s for %v", r, *duration)
-		g, err := gatewayLatency(ctx, srv.gateway, cfg)
-		if err != nil {
-			return fmt.Errorf("latency, gateway at %.0f/s: %w", r, err)
-		}
-		say("direct at %.0f events/s for %v", r, *duration)
-		d, err := directLatency(ctx, srv.kafka, topic, cfg)
-		if err != nil {
-			return fmt.Errorf("latency, direct at %.0f/s: %w", r, err)
+		cfg := LatencyConfig{Rate: r, Duration: *duration / time.Duration(*rounds), Concurrency: *conc, Progress: say}
+		var g, d LatencyResult
+		for i := range *rounds {
+			say("gateway at %.0f events/s for %v (round %d of %d)", r, cfg.Duration, i+1, *rounds)
+			x, err := gatewayLatency(ctx, srv.gateway, cfg)
+			if err != nil {
+				return fmt.Errorf("latency, gateway at %.0f/s: %w", r, err)
+			}
+			g = g.merge(x)
+			say("direct at %.0f events/s for %v (round %d of %d)", r, cfg.Duration, i+1, *rounds)
+			if x, err = directLatency(ctx, srv.kafka, topic, cfg); err != nil {
+				return fmt.Errorf("latency, direct at %.0f/s: %w", r, err)
+			}
+			d = d.merge(x)
 		}
 		rep.Runs = append(rep.Runs, g, d)
 	}
@@ -108,6 +115,7 @@ func latencyReportJSON(r LatencyReport) any {
 		Rate    float64     `json:"rate"`
 		Sent    int64       `json:"sent"`
 		Lost    int64       `json:"lost"`
+		Rounds  int         `json:"rounds"`
 		Latency latencyJSON `json:"latency_ms"`
 	}
 	out := struct {
@@ -116,7 +124,7 @@ func latencyReportJSON(r LatencyReport) any {
 		AddedP99 map[string]float64 `json:"added_p99_ms"`
 	}{LoadAvg: r.LoadAvg, AddedP99: map[string]float64{}}
 	for _, x := range r.Runs {
-		out.Runs = append(out.Runs, run{x.Path, x.Rate, x.Sent, x.Lost, toLatencyJSON(x.Latency)})
+		out.Runs = append(out.Runs, run{x.Path, x.Rate, x.Sent, x.Lost, x.Rounds, toLatencyJSON(x.Latency)})
 		if d, ok := r.AddedP99(x.Rate); ok {
 			out.AddedP99[strconv.FormatFloat(x.Rate, 'f', -1, 64)] = ms(d)
 		}
