@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,10 @@ type FanoutResult struct {
 	Missing     int64         `json:"missing"` // published×subscribers − delivered, after a drain
 	Ended       int64         `json:"ended_subscribers"`
 	Retries     int64         `json:"publish_retries,omitempty"` // requests sent again after no answer
+	// ClientCPU is the bench process's own CPU over the window (publisher
+	// and subscribers): when it nears the machine's cores, the clients, not
+	// the server, bound the wall-clock rate.
+	ClientCPU time.Duration `json:"client_cpu_ns"`
 }
 
 // retrier is a peer that resends publish requests that got no answer.
@@ -92,7 +97,7 @@ func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res 
 	if err != nil {
 		return res, err
 	}
-	res.Window, res.Deliveries, res.CPU = m.wall, m.deliveries, m.cpu
+	res.Window, res.Deliveries, res.CPU, res.ClientCPU = m.wall, m.deliveries, m.cpu, m.clientCPU
 	res.Published = pub.published.Load()
 	res.Missing = drain(ctx, &dc, res.Published*int64(cfg.Subscribers))
 	res.Ended = ended.Load()
@@ -210,6 +215,7 @@ type windowFigures struct {
 	wall       time.Duration
 	deliveries int64
 	cpu        time.Duration
+	clientCPU  time.Duration
 }
 
 // measureWindow waits out the warm-up, then reads the server's CPU and the
@@ -237,6 +243,7 @@ func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg Fa
 	if err != nil {
 		return windowFigures{}, err
 	}
+	self0, _ := procCPU(os.Getpid())
 	t0, n0 := time.Now(), dc.n.Load()
 	last, lastN := t0, n0
 	for end := t0.Add(cfg.Duration); time.Now().Before(end); {
@@ -251,7 +258,8 @@ func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg Fa
 	if err != nil {
 		return windowFigures{}, err
 	}
-	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0}, nil
+	self1, _ := procCPU(os.Getpid())
+	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0, clientCPU: self1 - self0}, nil
 }
 
 // drain waits for the deliveries to reach want while they progress (the
@@ -305,10 +313,10 @@ func printFanout(w io.Writer, r FanoutReport) {
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "failed: %s\n", e)
 	}
-	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %8s %6s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s", "missing", "ended")
+	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %8s %6s %10s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s", "missing", "ended", "bench cpu")
 	for _, x := range r.Runs {
-		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %8d %6d\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),
-			x.CPU.Round(10*time.Millisecond), x.PerCPUSec(), x.Missing, x.Ended)
+		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %8d %6d %10v\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),
+			x.CPU.Round(10*time.Millisecond), x.PerCPUSec(), x.Missing, x.Ended, x.ClientCPU.Round(10*time.Millisecond))
 	}
 	for _, tr := range []string{transportSSE, transportWS} {
 		for _, x := range r.Runs {
