@@ -17,6 +17,7 @@ import (
 // publisher, Subscribers live subscribers over Transport.
 type FanoutConfig struct {
 	Transport   string        // transportSSE or transportWS
+	Dialect     aep.Dialect   // of the published events; DialectUnknown means R
 	Subscribers int           // at least 1
 	Duration    time.Duration // the measured window
 	Warmup      time.Duration // publishing before the window opens
@@ -36,6 +37,7 @@ type FanoutConfig struct {
 type FanoutResult struct {
 	Peer        string        `json:"peer"`
 	Transport   string        `json:"transport"`
+	Dialect     string        `json:"dialect"`
 	Subscribers int           `json:"subscribers"`
 	Window      time.Duration `json:"window_ns"`
 	Published   int64         `json:"published"`  // events, whole run
@@ -69,8 +71,11 @@ func perSec(n int64, d time.Duration) float64 {
 // runFanout opens the subscribers, publishes for Warmup+Duration and
 // measures the window, then drains and closes everything it opened.
 func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res FanoutResult, err error) {
-	res = FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers}
-	var dc deliveryCounter
+	res = FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers, Dialect: "R"}
+	if cfg.Dialect == aep.DialectD {
+		res.Dialect = "D"
+	}
+	dc := deliveryCounter{mark: markOf(cfg.Dialect)}
 	if r, ok := p.(retrier); ok {
 		before := r.PublishRetries()
 		defer func() { res.Retries = r.PublishRetries() - before }()
@@ -86,7 +91,7 @@ func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res 
 		return res, err
 	}
 	cfg.Progress("%s %s: %d subscribers open; publishing (warm-up %v, window %v)", name, cfg.Transport, len(subs), cfg.Warmup, cfg.Duration)
-	pub := &fanoutPublisher{p: p, batch: cfg.Batch, window: int64(cfg.Window), dc: &dc}
+	pub := &fanoutPublisher{p: p, dialect: cfg.Dialect, batch: cfg.Batch, window: int64(cfg.Window), dc: &dc}
 	perr := make(chan error, 1)
 	go func() { perr <- pub.run(ctx, max(cfg.Publishers, 1)) }() // joined below through perr
 	m, err := measureWindow(ctx, p.Server(), &dc, cfg, name, perr)
@@ -163,6 +168,7 @@ func openSubscribers(ctx context.Context, p peer, cfg FanoutConfig, dc *delivery
 // request sent is counted in published.
 type fanoutPublisher struct {
 	p         peer
+	dialect   aep.Dialect
 	batch     int
 	window    int64
 	dc        *deliveryCounter
@@ -190,7 +196,7 @@ func (f *fanoutPublisher) run(ctx context.Context, n int) error {
 }
 
 func (f *fanoutPublisher) loop(ctx context.Context, seed uint64) error {
-	g := NewGenerator(GenOptions{Dialect: aep.DialectR, Sessions: 16, Seed: seed})
+	g := NewGenerator(GenOptions{Dialect: f.dialect, Sessions: 16, Seed: seed})
 	events := make([][]byte, f.batch)
 	for !f.stop.Load() && ctx.Err() == nil {
 		if f.published.Load()+f.inflight.Load()-f.dc.slowest() > f.window {
@@ -309,7 +315,11 @@ func (r *FanoutReport) ratios() {
 }
 
 func printFanout(w io.Writer, r FanoutReport) {
-	fmt.Fprintf(w, "bench fanout: load average %s\n", r.LoadAvg)
+	dialect := "R"
+	if len(r.Runs) > 0 {
+		dialect = r.Runs[0].Dialect
+	}
+	fmt.Fprintf(w, "bench fanout: dialect %s, load average %s\n", dialect, r.LoadAvg)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "failed: %s\n", e)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest/streamtest"
@@ -43,6 +44,24 @@ func TestFanoutDeliversEveryEventToEverySubscriber(t *testing.T) {
 			// (they arrive in the drain); it never sees more than were sent.
 			if r.Deliveries < 0 || r.Deliveries > r.Published*subs || r.CPU <= 0 || r.Window < time.Second {
 				t.Fatalf("window figures %+v", r)
+			}
+		})
+	}
+}
+
+func TestFanoutDialectD(t *testing.T) {
+	for _, tr := range []string{transportSSE, transportWS} {
+		t.Run(tr, func(t *testing.T) {
+			p, _ := inProcessPeer(t)
+			p.dialect = aep.DialectD
+			const subs = 3
+			r, err := runFanout(t.Context(), "gateway", p, FanoutConfig{Transport: tr, Dialect: aep.DialectD, Subscribers: subs,
+				Duration: time.Second, Warmup: time.Second, Batch: 10, Window: 50, Publishers: 2, Dial: 2, Progress: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Published == 0 || r.Missing != 0 || r.Ended != 0 || r.Dialect != "D" || r.Deliveries > r.Published*subs {
+				t.Fatalf("%+v", r)
 			}
 		})
 	}

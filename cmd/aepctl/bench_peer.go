@@ -26,8 +26,19 @@ const (
 // benchMark occurs exactly once in every event the fan-out bench publishes
 // (the generator's dialect R events carry it), and in nothing else either
 // server sends: subscribers count deliveries by counting it, so both servers
-// are counted by the same bytes.
-var benchMark = []byte(`"agent":"aepctl"`)
+// are counted by the same bytes. benchMarkD is the same for dialect D.
+var (
+	benchMark  = []byte(`"agent":"aepctl"`)
+	benchMarkD = []byte(`"source":"agent:aepctl"`)
+)
+
+// markOf is the delivery marker of dialect d's generated events.
+func markOf(d aep.Dialect) []byte {
+	if d == aep.DialectD {
+		return benchMarkD
+	}
+	return benchMark
+}
 
 // peer is a server the fan-out, latency and idle benches drive: the gateway
 // or Centrifugo. Methods are safe for concurrent use.
@@ -137,11 +148,13 @@ func benchHTTPClient() *http.Client {
 	}}
 }
 
-// gatewayPeer drives an aep-gateway through dialect R: POST /events,
-// GET /stream (SSE) and /socket (WebSocket, one subscription).
+// gatewayPeer drives an aep-gateway through dialect R (POST /events,
+// GET /stream, /socket) or, with dialect D, POST /aep/events, GET
+// /aep/events?types=* and /aep (one subscription of types *).
 type gatewayPeer struct {
-	srv *server
-	c   *Client
+	srv     *server
+	c       *Client
+	dialect aep.Dialect // DialectUnknown means R
 }
 
 func newGatewayPeer(srv *server, token string) *gatewayPeer {
@@ -151,6 +164,9 @@ func newGatewayPeer(srv *server, token string) *gatewayPeer {
 func (g *gatewayPeer) Server() *server { return g.srv }
 
 func (g *gatewayPeer) Subscribe(ctx context.Context, transport string) (subscriber, error) {
+	if g.dialect == aep.DialectD {
+		return g.subscribeD(ctx, transport)
+	}
 	if transport == transportWS {
 		src, err := openWSR(ctx, g.c, streamSpec{})
 		if err != nil {
@@ -159,6 +175,21 @@ func (g *gatewayPeer) Subscribe(ctx context.Context, transport string) (subscrib
 		return newWSSubscriber(src.conn, g.pong), nil
 	}
 	req, err := g.c.request(context.WithoutCancel(ctx), http.MethodGet, "/stream", nil)
+	if err != nil {
+		return nil, err
+	}
+	return openSSESub(g.c.HTTP, req, false)
+}
+
+func (g *gatewayPeer) subscribeD(ctx context.Context, transport string) (subscriber, error) {
+	if transport == transportWS {
+		src, err := openWSD(ctx, g.c, streamSpec{Dialect: aep.DialectD, DFilter: map[string][]string{"types": {"*"}}})
+		if err != nil {
+			return nil, err
+		}
+		return newWSSubscriber(src.conn, nil), nil
+	}
+	req, err := g.c.request(context.WithoutCancel(ctx), http.MethodGet, "/aep/events?types=*", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +210,11 @@ func (g *gatewayPeer) pong(ctx context.Context, conn *websocket.Conn, msg []byte
 
 func (g *gatewayPeer) Publish(ctx context.Context, events [][]byte) error {
 	body := bytes.Join(events, []byte("\n"))
-	res, err := g.c.Send(ctx, aep.DialectR, body, len(events))
+	d := g.dialect
+	if d == aep.DialectUnknown {
+		d = aep.DialectR
+	}
+	res, err := g.c.Send(ctx, d, body, len(events))
 	if err != nil {
 		return err
 	}
@@ -192,9 +227,10 @@ func (g *gatewayPeer) Publish(ctx context.Context, events [][]byte) error {
 // deliveryCounter sums the deliveries of every subscriber of a run and
 // keeps each one's count, so the publisher can pace itself on the slowest.
 type deliveryCounter struct {
-	n   atomic.Int64
-	mu  sync.Mutex
-	per []*atomic.Int64
+	mark []byte // nil means benchMark
+	n    atomic.Int64
+	mu   sync.Mutex
+	per  []*atomic.Int64
 }
 
 // counter returns the count function of a new subscriber.
@@ -203,8 +239,12 @@ func (d *deliveryCounter) counter() func([]byte) {
 	d.mu.Lock()
 	d.per = append(d.per, c)
 	d.mu.Unlock()
+	mark := d.mark
+	if mark == nil {
+		mark = benchMark
+	}
 	return func(msg []byte) {
-		if k := bytes.Count(msg, benchMark); k > 0 {
+		if k := bytes.Count(msg, mark); k > 0 {
 			c.Add(int64(k))
 			d.n.Add(int64(k))
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const benchFanoutSynopsis = "bench fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--window W] [--output text|json]"
+const benchFanoutSynopsis = "bench fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--dialect r|d] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--window W] [--output text|json]"
 
 const benchFanoutHelp = `One publisher, N live subscribers, saturated: the publisher sends batches of
 generated dialect R events as fast as the subscribers take them (at most
@@ -32,6 +32,7 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	sf.register(fs, true)
 	subsList := fs.String("subscribers", "100,1000", "comma-separated subscriber counts, each at most 20000")
 	transports := fs.String("transports", "sse,ws", "comma-separated transports: sse, ws")
+	dialect := fs.String("dialect", "r", "dialect of the events and the gateway's streams: r (/stream, /socket) or d (/aep/events, /aep); Centrifugo gets the same event bytes")
 	duration := fs.Duration("duration", 10*time.Second, "measured window of each run, at most 10m")
 	warmup := fs.Duration("warmup", 2*time.Second, "publishing before each window opens")
 	batch := fs.Int("batch", 100, "events per publish request, 1..1000")
@@ -58,6 +59,10 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return usageErr(fs, "--transports: %v", err)
 	}
+	d, ok := dialectFlag(*dialect)
+	if !ok || *dialect == "" {
+		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+	}
 	if err := sf.validate(); err != nil {
 		return usageErr(fs, "%v", err)
 	}
@@ -70,12 +75,13 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer srv.stop()
+	srv.gateway.dialect = d
 	rep := FanoutReport{}
 	for _, n := range counts {
 		for _, tr := range trs {
 			for _, np := range srv.peers() {
 				r, err := runFanout(ctx, np.name, np.p, FanoutConfig{Transport: tr, Subscribers: n, Duration: *duration,
-					Warmup: *warmup, Batch: *batch, Window: *window, Publishers: *pubs, Dial: *dial, Progress: say})
+					Dialect: d, Warmup: *warmup, Batch: *batch, Window: *window, Publishers: *pubs, Dial: *dial, Progress: say})
 				if err != nil { // reported, and the other runs still go
 					err = fmt.Errorf("fanout %s %s ×%d: %w", np.name, tr, n, err)
 					say("%v", err)
