@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/aep"
 )
 
 const benchFanoutSynopsis = "bench fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--dialect r|d] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--window W] [--output text|json]"
@@ -36,7 +38,7 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	duration := fs.Duration("duration", 10*time.Second, "measured window of each run, at most 10m")
 	warmup := fs.Duration("warmup", 2*time.Second, "publishing before each window opens")
 	batch := fs.Int("batch", 100, "events per publish request, 1..1000")
-	window := fs.Int("window", 500, "most events published ahead of the average subscriber")
+	window := fs.Int("window", 0, "most events published ahead of the slowest subscriber (0: 500 for R, whose streams queue 1024; 200 for D, whose queue 256)")
 	pubs := fs.Int("publishers", 4, "publish requests in flight, 1..64")
 	dial := fs.Int("dial-concurrency", 64, "subscribers opened at once")
 	out := outputFlag(fs, "text", "text", "json")
@@ -50,7 +52,7 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageErr(fs, "--subscribers: %v", err)
 	case *duration <= 0 || *duration > maxBenchDuration || *warmup < 0:
 		return usageErr(fs, "--duration must be within (0, %v], --warmup not negative", maxBenchDuration)
-	case *batch < 1 || *batch > maxBenchBatch || *window < *batch || *dial < 1 || *pubs < 1 || *pubs > 64:
+	case *batch < 1 || *batch > maxBenchBatch || (*window != 0 && *window < *batch) || *window < 0 || *dial < 1 || *pubs < 1 || *pubs > 64:
 		return usageErr(fs, "--batch must be 1..%d, --window at least --batch, --dial-concurrency at least 1, --publishers 1..64", maxBenchBatch)
 	case fs.NArg() > 0:
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
@@ -62,6 +64,12 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	d, ok := dialectFlag(*dialect)
 	if !ok || *dialect == "" {
 		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+	}
+	if *window == 0 {
+		*window = 500
+		if d == aep.DialectD {
+			*window = 200
+		}
 	}
 	if err := sf.validate(); err != nil {
 		return usageErr(fs, "%v", err)
