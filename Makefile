@@ -9,7 +9,7 @@ VERSION   ?= $(shell cat VERSION 2>/dev/null)
 REVISION  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
-.PHONY: run build test test-short bench fuzz vet tidy-check kafka-up kafka-down clean
+.PHONY: run build test test-short bench bench-report fuzz vet tidy-check kafka-up kafka-down clean
 
 ## run: start the gateway; with no --kafka-brokers it embeds a Kafka-protocol broker with data in ./data
 run:
@@ -31,6 +31,14 @@ test-short:
 ## bench: the Go benchmarks with allocation figures
 bench:
 	$(GO) test $(GOFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## bench-report: the comparative benchmarks of issue 13 in one run (ingest vs franz-go, fan-out and idle
+## connections vs Centrifugo v6.9.1, latency vs direct produce→consume, resume 1M vs 10k) on the Kafka at
+## KAFKA_BROKERS (default 127.0.0.1:9092); writes docs/benchmarks.md's generated section and
+## docs/images/bench-*.svg. About 10-15 min on 2 cores; knobs: BENCH_DURATION BENCH_SUBS BENCH_RATES
+## BENCH_IDLE BENCH_RESUME BENCH_OUT CENTRIFUGO (scripts/bench-report.sh)
+bench-report:
+	GO=$(GO) bash scripts/bench-report.sh
 
 ## vet: go vet
 vet:

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 )
 
 const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--allow-remote] [--output text|json] [--progress]"
 
-const benchHelp = `Load tests for a gateway, bounded in time and events.
+const benchHelp = `Load tests for a gateway, bounded in time and events, each beside a
+baseline measured in the same run.
 
 Usage:
   aepctl bench ingest [flags]   post generated events at a target rate (--rate,
@@ -18,26 +20,51 @@ Usage:
                                 report accepted events/s and request latency;
                                 --baseline-kafka BROKERS runs the same events
                                 straight into Kafka for a ratio from the same run
+  aepctl bench fanout [flags]   one publisher, N live subscribers over SSE and
+                                WebSocket, saturated: deliveries per CPU-second
+                                of the server process, gateway vs Centrifugo v6
+  aepctl bench latency [flags]  publish→SSE delivery percentiles at fixed rates,
+                                gateway vs produce→consume straight on Kafka
+  aepctl bench idle [flags]     N idle SSE and WebSocket connections: RSS per
+                                connection of the server, gateway vs Centrifugo,
+                                then all closed at once (peak RSS)
+  aepctl bench cleanup --kafka-brokers B --prefix aepctl.bench.RUN.
+                                delete a run's topics from a shared broker
 
-The target must be on loopback unless --allow-remote. Progress goes to stderr
-(each phase as it starts and ends, accepted events/s every second); the report
-to stdout, as text or, with --output json, one JSON object.
-Run "aepctl bench ingest --help" for every flag; docs/aepctl.md explains the
-measurement.
+fanout, latency and idle start the servers they measure (--gateway-bin, and
+Centrifugo from PATH or $GOPATH/bin) or are pointed at running ones (--url
+with --gateway-pid; --centrifugo-url with --centrifugo-pid).
+The target must be on loopback unless --allow-remote (ingest). Progress goes
+to stderr; the report to stdout, as text or, with --output json, one JSON
+object. Every report carries the load average of the run.
+Run "aepctl bench <name> --help" for every flag; docs/aepctl.md and
+docs/benchmarks.md explain the measurements.
 `
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "ingest" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+	if len(args) > 0 {
+		switch args[0] {
+		case "ingest":
+			return cmdBenchIngest(ctx, args[1:], stdout, stderr)
+		case "fanout":
+			return cmdBenchFanout(ctx, args[1:], stdout, stderr)
+		case "latency":
+			return cmdBenchLatency(ctx, args[1:], stdout, stderr)
+		case "idle":
+			return cmdBenchIdle(ctx, args[1:], stdout, stderr)
+		case "cleanup":
+			return cmdBenchCleanup(args[1:], stdout, stderr)
+		case "-h", "--help", "-help", "help":
 			fmt.Fprint(stdout, benchHelp)
 			return nil
 		}
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "aepctl bench: unknown benchmark %q\n\n", args[0])
-		}
-		fmt.Fprint(stderr, benchHelp)
-		return errUsage
+		fmt.Fprintf(stderr, "aepctl bench: unknown benchmark %q\n\n", args[0])
 	}
+	fmt.Fprint(stderr, benchHelp)
+	return errUsage
+}
+
+func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench ingest", benchSynopsis, stdout, stderr)
 	var conn connFlags
 	conn.register(fs)
@@ -57,7 +84,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	timeout := fs.Duration("request-timeout", defaultReqTimeout, "bound on one request")
 	out := outputFlag(fs, "text", "text", "json")
 	progress := fs.Bool("progress", isTerminal(stderr), "print phases and events/s every second to stderr (default: when stderr is a terminal)")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	d, ok := dialectFlag(*dialect)
@@ -125,6 +152,7 @@ func printBench(w io.Writer, r BenchReport) {
 		printPhase(w, *r.Baseline)
 		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
 	}
+	fmt.Fprintf(w, "load average: %s\n", loadAvg())
 }
 
 func sizeText(n int) string {
@@ -221,7 +249,8 @@ func benchJSON(r BenchReport) any {
 		Gateway     phaseJSON  `json:"gateway"`
 		Baseline    *phaseJSON `json:"baseline,omitempty"`
 		Ratio       *float64   `json:"ratio_gateway_kafka,omitempty"`
-	}{Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
+		LoadAvg     string     `json:"load_average"`
+	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
 		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway)}
 	if r.Baseline != nil {
 		b := toPhaseJSON(*r.Baseline)
@@ -229,4 +258,20 @@ func benchJSON(r BenchReport) any {
 		out.Baseline, out.Ratio = &b, &ratio
 	}
 	return out
+}
+
+// cmdBenchCleanup deletes the topics a bench run left on a shared broker;
+// only names under "aepctl.bench." can be deleted.
+func cmdBenchCleanup(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench cleanup", "bench cleanup --kafka-brokers B --prefix aepctl.bench.RUN.", stdout, stderr)
+	brokers := fs.String("kafka-brokers", os.Getenv("KAFKA_BROKERS"), "Kafka brokers [$KAFKA_BROKERS]")
+	prefix := fs.String("prefix", "", `delete every topic whose name starts with this; must start with "aepctl.bench." and name a run`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *brokers == "" || !strings.HasPrefix(*prefix, "aepctl.bench.") || len(*prefix) <= len("aepctl.bench.") {
+		return usageErr(fs, "--kafka-brokers and a --prefix under aepctl.bench.RUN are needed")
+	}
+	deleteTopicsPrefixed(splitList(*brokers), *prefix)
+	return nil
 }

@@ -43,6 +43,7 @@ Usage:
   aepctl dead-letters [--limit N]           the newest dead letters of the tenant
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
+  aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka
   aepctl version                            print the version (also --version)
   aepctl help config                        the config file and its profiles
   aepctl target --session S [flags]         a control-capable target on /socket (AEP-0004)

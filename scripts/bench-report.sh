@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# make bench-report: every comparative benchmark of issue 13 in one run, then
+# docs/benchmarks.md's generated section and charts (cmd/benchreport).
+# Knobs (environment): KAFKA_BROKERS (127.0.0.1:9092), BENCH_DURATION (10s, each
+# measured phase), BENCH_SUBS (100,1000), BENCH_RATES (250,500,1000,2000),
+# BENCH_IDLE (10000 connections), BENCH_RESUME (1: run the resume Go benchmark,
+# 0: skip), BENCH_OUT (.bench), CENTRIFUGO (a Centrifugo v6 binary; default:
+# go install github.com/centrifugal/centrifugo/v6@v6.9.1 when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
+BENCH_DURATION=${BENCH_DURATION:-10s}
+BENCH_SUBS=${BENCH_SUBS:-100,1000}
+BENCH_RATES=${BENCH_RATES:-250,500,1000,2000}
+BENCH_IDLE=${BENCH_IDLE:-10000}
+BENCH_RESUME=${BENCH_RESUME:-1}
+BENCH_OUT=${BENCH_OUT:-.bench}
+GO=${GO:-go}
+
+say() { echo "$(date -u +%H:%M:%S)  bench-report: $*" >&2; }
+
+mkdir -p bin "$BENCH_OUT"
+say "building bin/aepctl, bin/aep-gateway, bin/benchreport"
+$GO build -o bin/ ./cmd/aepctl ./cmd/aep-gateway ./cmd/benchreport
+if [ -z "${CENTRIFUGO:-}" ]; then
+  CENTRIFUGO=$(command -v centrifugo || true)
+  [ -n "$CENTRIFUGO" ] || CENTRIFUGO="$($GO env GOPATH)/bin/centrifugo"
+  if [ ! -x "$CENTRIFUGO" ]; then
+    say "installing Centrifugo v6.9.1 (go install)"
+    $GO install github.com/centrifugal/centrifugo/v6@v6.9.1
+  fi
+fi
+
+run=rep$(date +%s)
+prefix="aepctl.bench.$run."
+cleanup() {
+  [ -n "${gw_pid:-}" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null || true
+  bin/aepctl bench cleanup --kafka-brokers "$KAFKA_BROKERS" --prefix "$prefix" || true
+}
+trap cleanup EXIT
+
+cat >"$BENCH_OUT/meta.json" <<JSON
+{"commit":"$(git rev-parse --short=12 HEAD)$(git diff --quiet || echo '+dirty')","date":"$(date -u +%Y-%m-%dT%H:%MZ)",
+ "machine":"$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)",
+ "kafka":"Apache Kafka at $KAFKA_BROKERS",
+ "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
+JSON
+
+# Ingest: one gateway on the real Kafka, three shapes, each beside franz-go.
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo 18480)
+bin/aep-gateway --listen "127.0.0.1:$port" --kafka-brokers "$KAFKA_BROKERS" --topic-replication-factor -1 \
+  --topic-template "${prefix}{tenant}.events" --topic-retention 1h --log-level warn --access-log-sample 0 \
+  --max-connections 0 --max-connections-per-ip 0 >"$BENCH_OUT/ingest-gateway.log" 2>&1 &
+gw_pid=$!
+for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+say "ingest: warm-up (creates the topics, fills the metadata caches; not reported)"
+bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
+  --baseline-kafka "$KAFKA_BROKERS" --baseline-topic "${prefix}baseline" >/dev/null
+for shape in "100 8" "1000 8" "1 64"; do
+  set -- $shape
+  say "ingest: batch $1, concurrency $2, $BENCH_DURATION per phase"
+  bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$1" --concurrency "$2" \
+    --baseline-kafka "$KAFKA_BROKERS" --baseline-topic "${prefix}baseline" --output json --progress >"$BENCH_OUT/ingest-$1.json"
+done
+kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
+
+say "fan-out: subscribers $BENCH_SUBS, SSE and WebSocket, gateway vs Centrifugo"
+bin/aepctl bench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
+  --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
+  say "fan-out: some runs failed (listed in fanout.json); the report shows the others"
+
+say "latency: rates $BENCH_RATES, gateway vs direct"
+bin/aepctl bench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
+  --rates "$BENCH_RATES" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/latency.json"
+
+say "idle: $BENCH_IDLE connections, SSE and WebSocket, gateway vs Centrifugo"
+bin/aepctl bench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
+  --connections "$BENCH_IDLE" --output json --progress >"$BENCH_OUT/idle.json"
+
+if [ "$BENCH_RESUME" = 1 ]; then
+  say "resume: BenchmarkSSEResumePartitionSize (1M vs 10k events per partition, embedded broker)"
+  $GO test -run '^$' -bench 'BenchmarkSSEResumePartitionSize' -benchtime 20x -timeout 30m ./gateway/dialectr/ >"$BENCH_OUT/resume.txt"
+fi
+
+say "writing docs/benchmarks.md and docs/images/bench-*.svg"
+bin/benchreport --in "$BENCH_OUT" --doc docs/benchmarks.md --images docs/images
+say "done"
