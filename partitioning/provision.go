@@ -86,6 +86,15 @@ type Provisioner struct {
 
 	mu      sync.Mutex
 	tenants map[string]*provision // guarded by mu
+	lastErr error                 // the last failed creation, until one succeeds; guarded by mu
+}
+
+// LastError is the last failure to create a tenant's topics (naming its
+// cause), nil once a creation succeeded since: /readyz reports it.
+func (p *Provisioner) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }
 
 type provision struct {
@@ -122,11 +131,16 @@ func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, err
 		p.tenants[tenant] = pr
 		p.mu.Unlock()
 		pr.info, pr.err = p.create(ctx, tenant)
+		p.mu.Lock()
 		if pr.err != nil {
-			p.mu.Lock()
 			delete(p.tenants, tenant)
-			p.mu.Unlock()
+			if ctx.Err() == nil {
+				p.lastErr = pr.err
+			}
+		} else {
+			p.lastErr = nil
 		}
+		p.mu.Unlock()
 		close(pr.done)
 		return pr.info, pr.err
 	}
@@ -227,4 +241,16 @@ func rfText(rf int16) string {
 		return "(broker default)"
 	}
 	return strconv.Itoa(int(rf))
+}
+
+// IsProvisioningError says whether err is a topic creation the cluster
+// refused for a reason an operator must fix (ExplainCreate words it): the
+// answer to a client may then name it.
+func IsProvisioningError(err error) bool {
+	for _, k := range []error{kerr.InvalidReplicationFactor, kerr.PolicyViolation, kerr.InvalidConfig, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
 }

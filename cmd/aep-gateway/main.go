@@ -221,7 +221,10 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log})
+	eng, err := engine.NewEngine(engine.Config{
+		ClientOpts: opts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
+		ReplicationFactor: int16(cfg.TopicReplicationFactor), NodeID: cfg.NodeID,
+	})
 	if err != nil {
 		return err
 	}
@@ -236,7 +239,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
-		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log})
+		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 

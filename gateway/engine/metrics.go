@@ -12,6 +12,7 @@ type metrics struct {
 	fallbacks     prometheus.Counter // lossless subscribers moved back to catch-up reading
 	redelivered   prometheus.Counter // at_least_once redeliveries
 	deadLettered  prometheus.Counter // events written to the dead-letter topic
+	refusals      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -23,9 +24,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
 		redelivered:   prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total", Help: "at_least_once redeliveries after the ack timeout."}),
 		deadLettered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total", Help: "Events dead-lettered (attempts exhausted or rejected by the consumer)."}),
+		refusals:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered)
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals)
 	}
 	return m
 }
+
+// Refused counts a request refused by limit (aep_delivery_refusals_total).
+func (e *Engine) Refused(limit string) { e.metrics.refusals.WithLabelValues(limit).Inc() }
