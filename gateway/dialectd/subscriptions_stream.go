@@ -71,6 +71,9 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		}
 		h.mu.Unlock()
 	}()
+	// which node serves it, under which claim (docs/durable-cluster.md)
+	w.Header().Set("AEP-Stream-Node", h.e.NodeID())
+	w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
 	transport.StartSSE(w)
 	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
 	dst.st.frontier = dst.st.fullFrontier(nil)

@@ -122,7 +122,7 @@ func parseCommitMeta(meta string, off int64) (tag cursor.TopicTag, parts int32, 
 			d, a, found := strings.Cut(e, ".")
 			dv, err1 := strconv.ParseInt(d, 10, 64)
 			av, err2 := strconv.Atoi(a)
-			if !found || err1 != nil || err2 != nil || dv < 0 || dv >= r || av <= 0 || len(att) >= MaxCommittedAttempts {
+			if !found || err1 != nil || err2 != nil || dv < 0 || dv >= r || av < 0 || len(att) >= MaxCommittedAttempts {
 				return tag, parts, pc, true // damaged: deliver everything again as new
 			}
 			att[off+dv] = av

@@ -44,7 +44,7 @@ func FuzzParseCommitMeta(f *testing.F) {
 			t.Fatalf("%q: %+v", meta, pc)
 		}
 		for o, n := range pc.Attempts {
-			if o < pc.Offset || o >= pc.ReadEnd || n <= 0 {
+			if o < pc.Offset || o >= pc.ReadEnd || n < 0 {
 				t.Fatalf("%q: attempt entry %d=%d outside [%d,%d)", meta, o, n, pc.Offset, pc.ReadEnd)
 			}
 		}

@@ -97,6 +97,11 @@ func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req Dura
 	if err != nil {
 		return nil, err
 	}
+	// the holder mark is committed now: a newer claimant waits LeaseTTL
+	// from a later moment, so the lease counts from here
+	j.mu.Lock()
+	w.renewOK = time.Now()
+	j.mu.Unlock()
 	if err := e.checkpoint(ctx, j, req, topic, tag, parts, epoch, tk, epoch); err != nil {
 		return nil, err
 	}

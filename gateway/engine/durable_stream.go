@@ -364,6 +364,10 @@ func (s *DurableStream) Close() {
 	})
 }
 
+// Epoch is the stream's claim: its offset in the subscription journal.
+// A newer stream of the subscription has a higher epoch.
+func (s *DurableStream) Epoch() int64 { return s.epoch }
+
 // Done is closed when the stream's reader has ended.
 func (s *DurableStream) Done() <-chan struct{} { return s.done }
 
@@ -485,6 +489,7 @@ func (s *DurableStream) run(ctx context.Context) {
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
 	s.mu.Unlock()
+	s.unsend()
 	s.j.unregister(s.w) // no more acks from the journal: the next holder applies them
 	if !errors.Is(err, ErrLeaseLost) {
 		// a lost lease may already be someone else's: neither commit nor release
@@ -791,14 +796,69 @@ func (s *DurableStream) dropIDLocked(pe *pending) {
 	}
 }
 
+// unsend takes back what is still in the stream's channel: the consumer
+// never got it, so its attempt is not counted (attempts 0 is "pending,
+// never delivered": the next holder delivers it as new).
+func (s *DurableStream) unsend() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		select {
+		case d := <-s.ch:
+			s.unsendLocked([]DurableDelivery{d})
+		default:
+			return
+		}
+	}
+}
+
+// unsendLocked uncounts the attempts of deliveries that never reached the
+// consumer.
+func (s *DurableStream) unsendLocked(out []DurableDelivery) {
+	for _, d := range out {
+		if d.Kind != DurableEvent {
+			continue
+		}
+		for _, pe := range s.ps[d.Event.Record.Partition].pending {
+			if pe.ev == d.Event && !pe.settled && pe.attempts == d.Attempt {
+				pe.attempts--
+			}
+		}
+	}
+}
+
+// reserveChunk is how many deliveries one journal reservation covers: a
+// takeover marks at most that many (plus what sat in the consumer's
+// buffers) as repeats that the consumer may never have seen.
+const reserveChunk = 64
+
 // reserveAndSend records in the journal, before anything of out reaches
 // the consumer, the high-water of what this stream may have delivered and
-// the attempts of redeliveries (a later holder marks those as repeats);
-// it refuses to send when the stream was fenced or lost its lease.
+// the attempts of redeliveries (a later holder marks those as repeats),
+// chunk by chunk; it refuses to send when the stream was fenced or lost
+// its lease.
 func (s *DurableStream) reserveAndSend(ctx context.Context, out []DurableDelivery) error {
-	if len(out) == 0 {
-		return nil
+	for len(out) > 0 {
+		n := min(len(out), reserveChunk)
+		err := s.reserve(ctx, out[:n])
+		if err == nil && s.fenced.Load() {
+			err = ctx.Err()
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.unsendLocked(out)
+			s.mu.Unlock()
+			return err
+		}
+		if err := s.send(ctx, out[:n]); err != nil {
+			return err
+		}
+		out = out[n:]
 	}
+	return nil
+}
+
+func (s *DurableStream) reserve(ctx context.Context, out []DurableDelivery) error {
 	s.j.mu.Lock()
 	renewOK := s.w.renewOK
 	s.j.mu.Unlock()
@@ -807,54 +867,56 @@ func (s *DurableStream) reserveAndSend(ctx context.Context, out []DurableDeliver
 	}
 	rec := journalRecord{T: jDeliver, Node: s.e.node, Epoch: s.epoch}
 	s.mu.Lock()
-	for p := range s.ps {
-		if ps := &s.ps[p]; ps.next > ps.reserved {
+	for _, d := range out {
+		if d.Kind != DurableEvent {
+			continue
+		}
+		p, o := d.Event.Record.Partition, d.Event.Record.Offset
+		if o >= s.ps[p].reserved {
 			if rec.HW == nil {
 				rec.HW = map[int32]int64{}
 			}
-			rec.HW[int32(p)] = ps.next
+			rec.HW[p] = max(rec.HW[p], o+1)
 		}
-	}
-	s.mu.Unlock()
-	for _, d := range out {
-		if d.Kind != DurableEvent || d.Attempt < 2 {
+		if d.Attempt < 2 {
 			continue
 		}
-		p := d.Event.Record.Partition
 		if rec.Att == nil {
 			rec.Att = map[int32]map[int64]int{}
 		}
 		if rec.Att[p] == nil {
 			rec.Att[p] = map[int64]int{}
 		}
-		rec.Att[p][d.Event.Record.Offset] = d.Attempt
+		rec.Att[p][o] = d.Attempt
 	}
-	if rec.HW != nil || rec.Att != nil {
-		sub := s.req.SubscriptionID
-		if _, err := s.j.produce(ctx, sub, s.j.partition(sub), rec); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		for p, hw := range rec.HW {
-			s.ps[p].reserved = max(s.ps[p].reserved, hw)
-		}
-		s.mu.Unlock()
+	s.mu.Unlock()
+	if rec.HW == nil && rec.Att == nil {
+		return nil
 	}
-	if s.fenced.Load() {
-		return ctx.Err()
+	sub := s.req.SubscriptionID
+	if _, err := s.j.produce(ctx, sub, s.j.partition(sub), rec); err != nil {
+		return err
 	}
-	return s.send(ctx, out)
+	s.mu.Lock()
+	for p, hw := range rec.HW {
+		s.ps[p].reserved = max(s.ps[p].reserved, hw)
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // send hands out to the consumer in order, waiting for room.
 func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
-	for _, d := range out {
+	for i, d := range out {
 		select {
 		case s.ch <- d:
 			if d.Kind == DurableEvent {
 				s.e.metrics.delivered.Inc()
 			}
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.unsendLocked(out[i:])
+			s.mu.Unlock()
 			return ctx.Err()
 		}
 	}

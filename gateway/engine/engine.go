@@ -141,6 +141,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}, nil
 }
 
+// NodeID names this node in stream claims.
+func (e *Engine) NodeID() string { return e.node }
+
 // Request describes one subscription.
 type Request struct {
 	Tenant tenant.Tenant

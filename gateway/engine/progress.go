@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // readProgress is how far a follower of a topic has read, per partition,
@@ -56,14 +59,25 @@ func (r *readProgress) waitPast(ctx context.Context, p int32, end int64) error {
 	}
 }
 
-// endOffsets lists topic's end offsets.
+// endOffsets lists topic's end offsets. A topic created a moment ago may
+// not be known to every broker yet: that is retried for a while.
 func (e *Engine) endOffsets(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
-	ends, err := e.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
+	for attempt := 0; ; attempt++ {
+		ends, err := e.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			return ends, nil
+		}
+		fresh := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.NotLeaderForPartition)
+		if !fresh || attempt >= 50 {
+			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
-	}
-	return ends, nil
 }
