@@ -439,3 +439,93 @@ func TestDurableClusterTakeover(t *testing.T) {
 
 // cancelStream ends a stream's response body from another goroutine.
 func cancelStream(r *http.Response) { _ = r.Body.Close() }
+
+// readEvents reads SSE messages of a durable stream until stop says so or
+// the body ends; it returns the events (id and whether a notice marked
+// them as repeats).
+func readEvents(body io.Reader, stop func(id string, repeat bool) bool) {
+	repeat := false
+	_ = gatewaytest.ParseSSE(body, func(sm gatewaytest.SSEMessage) bool {
+		if !sm.HasData || sm.Data == "" {
+			return true
+		}
+		if sm.Event == "event.redelivered" {
+			repeat = true
+			return true
+		}
+		var e struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal([]byte(sm.Data), &e)
+		r := repeat
+		repeat = false
+		return !stop(e.ID, r)
+	})
+}
+
+// Ack durability: the node serving the stream answers a batch of acks and
+// is SIGKILLed at once (before any periodic commit); the stream moves to
+// another node, which never delivers those events again.
+func TestDurableAckSurvivesKill(t *testing.T) {
+	const n = 200
+	c := newDurableCluster(t, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
+	a, b := c.nodes[0], c.nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := c.openStream(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(from, to int) {
+		var body strings.Builder
+		for i := from; i < to; i++ {
+			body.WriteString(dEvent(i, fmt.Sprintf("sess_%d", i%7)) + "\n")
+		}
+		if r, err := b.post(ctx, "/aep/events", "application/x-ndjson", nil, body.String()); err != nil || r.status != http.StatusAccepted {
+			t.Fatalf("publish: %v %d %s", err, r.status, r.body)
+		}
+	}
+	publish(0, n)
+	var ids []string
+	readEvents(resp.Body, func(id string, _ bool) bool {
+		ids = append(ids, id)
+		return len(ids) == n
+	})
+	if len(ids) != n {
+		t.Fatalf("read %d of %d events", len(ids), n)
+	}
+	var body strings.Builder
+	body.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
+	}
+	body.WriteByte(']')
+	r, err := a.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body.String())
+	if err != nil || r.status != http.StatusOK || strings.Count(string(r.body), `"result":"applied"`) != n {
+		t.Fatalf("acks: %v %d %s", err, r.status, r.body)
+	}
+	c.kill(a) // right after the answer: no commit interval has passed
+	resp.Body.Close()
+	began := time.Now()
+	resp, err = c.openStream(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	t.Logf("stream served by the other node %v after the kill", time.Since(began))
+	publish(n, n+1) // the sentinel: the first thing the new stream may deliver
+	var again []string
+	readEvents(resp.Body, func(id string, repeat bool) bool {
+		if id == fmt.Sprintf("evt_sess_%d_%04d", n%7, n) {
+			return true
+		}
+		again = append(again, id)
+		return false
+	})
+	if len(again) > 0 {
+		t.Fatalf("%d acknowledged events delivered again after the kill, e.g. %v", len(again), again[:min(5, len(again))])
+	}
+}

@@ -27,7 +27,7 @@ import (
 
 // Journal record kinds.
 const (
-	jClaim   = "claim"   // a node wants to serve the stream; its offset is the epoch
+	jClaim   = "claim"   // a node wants to serve the stream; its offset + 1 is the epoch
 	jRelease = "release" // the holder of Epoch stopped delivering and committed
 	jRenew   = "renew"   // Node still holds Epochs (sub -> epoch); keyed by node
 	jAcks    = "acks"    // Acks and Rejects posted by a consumer
@@ -300,9 +300,10 @@ func (j *journal) dispatchLocked(key string, off int64, rec journalRecord, now t
 	for w := range j.watch[key] {
 		switch rec.T {
 		case jClaim:
-			w.maxClaim = max(w.maxClaim, off)
-			w.nodes[off] = rec.Node
-			if w.epoch != 0 && off > w.epoch && w.stream != nil {
+			ep := off + 1 // epochs start at 1: 0 is "none"
+			w.maxClaim = max(w.maxClaim, ep)
+			w.nodes[ep] = rec.Node
+			if w.epoch != 0 && ep > w.epoch && w.stream != nil {
 				w.stream.fence()
 			}
 		case jRelease:

@@ -71,10 +71,11 @@ func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, ta
 func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*takeover, error) {
 	sub, p := req.SubscriptionID, j.partition(req.SubscriptionID)
 	start := time.Now()
-	epoch, err := j.produce(ctx, sub, p, journalRecord{T: jClaim, Node: e.node})
+	off, err := j.produce(ctx, sub, p, journalRecord{T: jClaim, Node: e.node})
 	if err != nil {
 		return nil, err
 	}
+	epoch := off + 1 // 0 is "no holder"
 	j.mu.Lock()
 	w.epoch, w.renewOK = epoch, start
 	j.mu.Unlock()

@@ -364,7 +364,7 @@ func (s *DurableStream) Close() {
 	})
 }
 
-// Epoch is the stream's claim: its offset in the subscription journal.
+// Epoch is the stream's claim: its offset in the subscription journal + 1.
 // A newer stream of the subscription has a higher epoch.
 func (s *DurableStream) Epoch() int64 { return s.epoch }
 
