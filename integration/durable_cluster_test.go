@@ -529,3 +529,79 @@ func TestDurableAckSurvivesKill(t *testing.T) {
 		t.Fatalf("%d acknowledged events delivered again after the kill, e.g. %v", len(again), again[:min(5, len(again))])
 	}
 }
+
+// A WebSocket session attached to a durable subscription by id
+// ({"subscription_id": "sub_…"} in subscription.requested) acks over the
+// socket; its node is SIGKILLed; a session on another node attaches to the
+// same subscription and gets everything not acknowledged, every repeat
+// marked by event.redelivered, and no acknowledged event again.
+func TestDurableWebSocketAttachSurvivesKill(t *testing.T) {
+	const n = 100
+	c := newDurableCluster(t, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
+	a, b := c.nodes[0], c.nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	publish := func(from, to int) {
+		var body strings.Builder
+		for i := from; i < to; i++ {
+			body.WriteString(dEvent(i, fmt.Sprintf("sess_%d", i%5)) + "\n")
+		}
+		if r, err := b.post(ctx, "/aep/events", "application/x-ndjson", nil, body.String()); err != nil || r.status != http.StatusAccepted {
+			t.Fatalf("publish: %v %d %s", err, r.status, r.body)
+		}
+	}
+	attach := func(g *gatewayProc) *gatewaytest.WSD {
+		ws := gatewaytest.DialWSD(t, gatewaytest.WSURL(g.URL, "/aep"), gatewaytest.WSOptions{Buffer: 4 * n})
+		if id := ws.MustSubscribe("evt_attach", `{"subscription_id":"`+c.subID+`"}`); id != c.subID {
+			t.Fatalf("attached as %q, want %s", id, c.subID)
+		}
+		return ws
+	}
+	acked := map[string]bool{}
+	seen := map[string]bool{}
+	mustMark := map[string]bool{} // delivered before the kill, not acknowledged
+	// read takes events until want distinct ones were seen in all; it acks
+	// the first ackN of them.
+	read := func(ws *gatewaytest.WSD, want, ackN int) {
+		repeat := false
+		for len(seen) < want {
+			m := ws.Next()
+			switch {
+			case m.Type == "event.redelivered":
+				repeat = true
+				continue
+			case !m.Delivered():
+				continue
+			}
+			if (seen[m.ID] || mustMark[m.ID]) && !repeat {
+				t.Fatalf("%s delivered again without event.redelivered", m.ID)
+			}
+			if acked[m.ID] {
+				t.Fatalf("%s delivered again after it was acknowledged", m.ID)
+			}
+			repeat = false
+			seen[m.ID] = true
+			if len(acked) < ackN {
+				acked[m.ID] = true
+				ws.Send(gatewaytest.DControl("evt_ack_"+m.ID, "event.acknowledged", `{"acknowledged_event_id":"`+m.ID+`"}`))
+			}
+		}
+	}
+	ws := attach(a)
+	publish(0, n)
+	read(ws, n, n/2)
+	time.Sleep(500 * time.Millisecond) // acks over a socket have no answer: let them reach the journal
+	c.kill(a)
+	began := time.Now()
+	ws = attach(b)
+	t.Logf("attached on the other node %v after the kill", time.Since(began))
+	publish(n, 2*n)
+	for id := range seen { // what was not acknowledged comes again, marked
+		if !acked[id] {
+			delete(seen, id)
+			mustMark[id] = true
+		}
+	}
+	read(ws, 2*n, 2*n)
+	ws.Close()
+}

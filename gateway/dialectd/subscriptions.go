@@ -190,7 +190,12 @@ func (h *SubscriptionsHandler) view(def engine.SubscriptionDef) subscriptionView
 }
 
 func (h *SubscriptionsHandler) policy(def engine.SubscriptionDef) engine.AckPolicy {
-	pol := h.cfg.Policy
+	return policyOf(h.cfg.Policy, def)
+}
+
+// policyOf is base with the subscription's own ack timeout and attempts.
+func policyOf(pol engine.AckPolicy, def engine.SubscriptionDef) engine.AckPolicy {
+	pol = pol.WithDefaults()
 	if def.AckTimeoutMS > 0 {
 		pol.AckTimeout = time.Duration(def.AckTimeoutMS) * time.Millisecond
 	}
