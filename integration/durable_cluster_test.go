@@ -76,8 +76,14 @@ func (c *durableCluster) alive(but *gatewayProc) []*gatewayProc {
 // openStream opens the subscription's stream on g; it retries 409 and 503
 // (a takeover under way) until ctx ends.
 func (c *durableCluster) openStream(ctx context.Context, g *gatewayProc) (*http.Response, error) {
+	return openDurableStream(ctx, g, c.subID)
+}
+
+// openDurableStream opens subscription id's stream on g; it retries 409
+// and 503 (a takeover under way) until ctx ends.
+func openDurableStream(ctx context.Context, g *gatewayProc, id string) (*http.Response, error) {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/aep/subscriptions/"+c.subID+"/stream", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/aep/subscriptions/"+id+"/stream", nil)
 		r, err := http.DefaultClient.Do(req)
 		if err == nil && r.StatusCode == http.StatusOK {
 			return r, nil
@@ -414,6 +420,10 @@ func TestDurableClusterTakeover(t *testing.T) {
 	if halfOpen != nil {
 		halfOpen.Body.Close()
 	}
+	// acks posted on other nodes, from their journal write to being applied
+	// by the holder (the last serving node's histogram)
+	nAcks, p50, p99 := histogramQuantiles(t, cur, "aep_delivery_remote_ack_seconds")
+	t.Logf("remote acks applied by the last holder: %.0f batches, p50 %s, p99 %s", nAcks, p50, p99)
 	if err := <-pubErr; err != nil && !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("publish: %v", err)
 	}

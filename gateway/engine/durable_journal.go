@@ -402,7 +402,7 @@ func (e *Engine) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, a
 	if err != nil {
 		return err
 	}
-	rec := journalRecord{T: jAcks, Acks: acks}
+	rec := journalRecord{T: jAcks, Node: e.node, Acks: acks}
 	for i, id := range rejectIDs {
 		rec.Rejects = append(rec.Rejects, journalRejection{ID: id, Code: rejects[i].Code, Message: rejects[i].Message})
 	}

@@ -448,6 +448,9 @@ func (s *DurableStream) rememberLocked(eventID string, rej *Rejection) {
 
 // applyJournal applies acks and rejections posted on any node.
 func (s *DurableStream) applyJournal(rec journalRecord) {
+	if rec.Node != s.e.node && !rec.At.IsZero() {
+		defer func() { s.e.metrics.ackLag.Observe(time.Since(rec.At).Seconds()) }()
+	}
 	for _, id := range rec.Acks {
 		s.settleByID(id, nil)
 	}

@@ -13,6 +13,7 @@ type metrics struct {
 	redelivered   prometheus.Counter // at_least_once redeliveries
 	deadLettered  prometheus.Counter // events written to the dead-letter topic
 	refusals      *prometheus.CounterVec
+	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -24,10 +25,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
 		redelivered:   prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total", Help: "at_least_once redeliveries after the ack timeout."}),
 		deadLettered:  prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total", Help: "Events dead-lettered (attempts exhausted or rejected by the consumer)."}),
-		refusals:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
+		ackLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aep_delivery_remote_ack_seconds",
+			Help:    "Acks and rejections posted on another node: from their journal write to their application by the stream holder here.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals)
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
 	}
 	return m
 }
