@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+)
+
+// Two engines on one Kafka are two nodes: acks and a rejection posted on
+// the node that does not hold the stream are applied by the holder; a
+// stream opened on the other node takes over (the newest wins), fences
+// the first one, and delivers exactly the unacknowledged events again,
+// each marked as attempt 2; the remote rejection dead-letters.
+func TestDurableTakeoverAcrossEngines(t *testing.T) {
+	k, eA := durableEnv(t, 2)
+	eB := k.engine(nil)
+	t.Cleanup(eB.Close)
+	const group = "g-cluster"
+	startDurable(t, eA, group)
+	long := AckPolicy{AckTimeout: time.Hour}
+	sA := openDurable(t, eA, group, long, 0)
+	for i := range 10 {
+		k.produce(int32(i%2), "task.updated", fmt.Sprintf("s%d", i%2), i)
+	}
+	var ids []string
+	for range 10 {
+		d := recvD(t, sA)
+		if d.Attempt != 1 {
+			t.Fatalf("first delivery %+v", d)
+		}
+		ids = append(ids, d.Event.Attrs.ID)
+	}
+	ctx := context.Background()
+	if err := eB.JournalAcks(ctx, testTenantT, "sub_t", ids[:4], nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	gatewaytest.Poll(t, "the holder to apply acks posted on the other node", func() bool { return sA.Stats().Acked == 4 })
+
+	sB := openDurable(t, eB, group, long, 0)
+	select {
+	case <-sA.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the older stream was not fenced")
+	}
+	if !errors.Is(sA.Err(), ErrTakenOver) {
+		t.Fatalf("older stream ended with %v", sA.Err())
+	}
+	if sB.Epoch() <= sA.Epoch() {
+		t.Fatalf("epochs %d then %d", sA.Epoch(), sB.Epoch())
+	}
+	want := map[string]bool{}
+	for _, id := range ids[4:] {
+		want[id] = true
+	}
+	for range 6 {
+		d := recvD(t, sB)
+		if !want[d.Event.Attrs.ID] || d.Attempt != 2 {
+			t.Fatalf("after the takeover: %s attempt %d (want one of %v, attempt 2)", d.Event.Attrs.ID, d.Attempt, want)
+		}
+		delete(want, d.Event.Attrs.ID)
+	}
+	if err := eA.JournalAcks(ctx, testTenantT, "sub_t", ids[4:9], []Rejection{{Code: "task_error", Message: "no"}}, ids[9:]); err != nil {
+		t.Fatal(err)
+	}
+	if d := recvD(t, sB); d.Kind != DurableDeadLettered || d.Event.Attrs.ID != ids[9] || d.DeadLetter.Reason.Code != "task_error" {
+		t.Fatalf("remote rejection: %+v", d)
+	}
+	gatewaytest.Poll(t, "every event settled", func() bool { st := sB.Stats(); return st.Pending == 0 && st.Acked == 5 })
+}
