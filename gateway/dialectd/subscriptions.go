@@ -331,9 +331,8 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h.cfg.MaxPerTenant > 0 {
-		defs, err := h.e.Subscriptions(ctx, tn)
-		if err != nil {
-			h.unavailable(w, tn, "read definitions", err)
+		defs, ok := h.defs(w, r)
+		if !ok {
 			return
 		}
 		if n := liveCount(defs, time.Now()); n >= h.cfg.MaxPerTenant {
@@ -369,12 +368,8 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 // subscriptions topic) and the one named id: 404 when unknown, 410 when
 // expired unless expiredOK.
 func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id string, expiredOK bool) (engine.SubscriptionDef, bool) {
-	tn := requestTenant(r)
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
-	defer cancel()
-	defs, err := h.e.Subscriptions(ctx, tn)
-	if err != nil {
-		h.unavailable(w, tn, "read definitions", err)
+	defs, ok := h.defs(w, r)
+	if !ok {
 		return engine.SubscriptionDef{}, false
 	}
 	def, ok := defs[id]
@@ -387,6 +382,20 @@ func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id s
 		return def, false
 	}
 	return def, true
+}
+
+// defs is the request tenant's definitions (503 answered when they cannot
+// be read).
+func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map[string]engine.SubscriptionDef, bool) {
+	tn := requestTenant(r)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
+	defer cancel()
+	defs, err := h.e.Subscriptions(ctx, tn)
+	if err != nil {
+		h.unavailable(w, tn, "read definitions", err)
+		return nil, false
+	}
+	return defs, true
 }
 
 func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id string) (engine.SubscriptionDef, bool) {
@@ -404,12 +413,8 @@ func liveCount(defs map[string]engine.SubscriptionDef, now time.Time) int {
 }
 
 func (h *SubscriptionsHandler) list(w http.ResponseWriter, r *http.Request) {
-	tn := requestTenant(r)
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
-	defer cancel()
-	defs, err := h.e.Subscriptions(ctx, tn)
-	if err != nil {
-		h.unavailable(w, tn, "read definitions", err)
+	defs, ok := h.defs(w, r)
+	if !ok {
 		return
 	}
 	out := struct {
