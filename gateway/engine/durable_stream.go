@@ -823,8 +823,10 @@ func (s *DurableStream) unsendLocked(out []DurableDelivery) {
 			continue
 		}
 		for _, pe := range s.ps[d.Event.Record.Partition].pending {
-			if pe.ev == d.Event && !pe.settled && pe.attempts == d.Attempt {
-				pe.attempts--
+			if pe.ev == d.Event && !pe.settled {
+				// attempts only grow and leave in order: from this one on
+				// none was delivered
+				pe.attempts = min(pe.attempts, d.Attempt-1)
 			}
 		}
 	}
@@ -854,6 +856,9 @@ func (s *DurableStream) reserveAndSend(ctx context.Context, out []DurableDeliver
 			return err
 		}
 		if err := s.send(ctx, out[:n]); err != nil {
+			s.mu.Lock()
+			s.unsendLocked(out[n:])
+			s.mu.Unlock()
 			return err
 		}
 		out = out[n:]
