@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // Two engines on one Kafka are two nodes: acks and a rejection posted on
@@ -70,4 +71,42 @@ func TestDurableTakeoverAcrossEngines(t *testing.T) {
 		t.Fatalf("remote rejection: %+v", d)
 	}
 	gatewaytest.Poll(t, "every event settled", func() bool { st := sB.Stats(); return st.Pending == 0 && st.Acked == 5 })
+}
+
+// The janitor tombstones an expired definition and deletes the consumer
+// group of every deleted subscription, on a node that follows the tenant.
+func TestDurableJanitor(t *testing.T) {
+	old := JanitorInterval
+	JanitorInterval = 100 * time.Millisecond
+	t.Cleanup(func() { JanitorInterval = old })
+	k, e := durableEnv(t, 1)
+	ctx := context.Background()
+	if _, err := newAdm(t, k).CreateTopic(ctx, 1, 1, nil, partitioning.Naming{}.Subscriptions(testTenant)); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Minute)
+	for _, def := range []SubscriptionDef{{ID: "sub_expired", ExpiresAt: &past}, {ID: "sub_deleted"}, {ID: "sub_live"}} {
+		if err := e.PutSubscription(ctx, testTenantT, def); err != nil {
+			t.Fatal(err)
+		}
+		startDurable(t, e, SubscriptionGroup(testTenantT, def.ID))
+	}
+	if _, err := e.Subscriptions(ctx, testTenantT); err != nil { // starts the follower and its janitor
+		t.Fatal(err)
+	}
+	if err := e.writeDef(ctx, testTenantT, "sub_deleted", nil); err != nil { // a tombstone; the group is left
+		t.Fatal(err)
+	}
+	groupGone := func(id string) bool {
+		_, _, found, err := fetchDurable(ctx, e.adm, SubscriptionGroup(testTenantT, id), e.cfg.Naming.Events(testTenant))
+		return err == nil && !found
+	}
+	gatewaytest.Poll(t, "the janitor to remove the expired and deleted subscriptions", func() bool {
+		defs, err := e.Subscriptions(ctx, testTenantT)
+		_, expired := defs["sub_expired"]
+		return err == nil && !expired && groupGone("sub_expired") && groupGone("sub_deleted")
+	})
+	if defs, _ := e.Subscriptions(ctx, testTenantT); len(defs) != 1 || groupGone("sub_live") {
+		t.Fatalf("the live subscription was touched: %v", defs)
+	}
 }
