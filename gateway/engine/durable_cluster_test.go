@@ -110,3 +110,34 @@ func TestDurableJanitor(t *testing.T) {
 		t.Fatalf("the live subscription was touched: %v", defs)
 	}
 }
+
+// Deleting a subscription on one node ends its stream held on another.
+func TestDurableDeleteEndsStreamOnOtherNode(t *testing.T) {
+	k, eA := durableEnv(t, 1)
+	eB := k.engine(nil)
+	t.Cleanup(eB.Close)
+	ctx := context.Background()
+	if _, err := newAdm(t, k).CreateTopic(ctx, 1, 1, nil, partitioning.Naming{}.Subscriptions(testTenant)); err != nil {
+		t.Fatal(err)
+	}
+	if err := eA.PutSubscription(ctx, testTenantT, SubscriptionDef{ID: "sub_t"}); err != nil {
+		t.Fatal(err)
+	}
+	group := SubscriptionGroup(testTenantT, "sub_t")
+	startDurable(t, eA, group)
+	if _, err := eA.Subscriptions(ctx, testTenantT); err != nil { // node A follows the definitions
+		t.Fatal(err)
+	}
+	s := openDurable(t, eA, group, AckPolicy{}, 0)
+	if err := eB.DeleteSubscription(ctx, testTenantT, "sub_t"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its subscription")
+	}
+	if !errors.Is(s.Err(), ErrDeleted) {
+		t.Fatalf("ended with %v", s.Err())
+	}
+}

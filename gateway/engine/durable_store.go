@@ -130,9 +130,32 @@ func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, e
 	e.wg.Add(2)
 	e.goMu.Unlock()
 	e.defs[t.String()] = f
-	go e.followDefs(f, cl)
+	go e.followDefs(t, f, cl)
 	go e.janitor(t, f)
 	return f, nil
+}
+
+// endDeleted ends the streams this node holds of deleted subscriptions
+// (with ErrDeleted), whichever node took the DELETE.
+func (e *Engine) endDeleted(t tenant.Tenant, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	e.jmu.Lock()
+	j := e.journals[t.String()]
+	e.jmu.Unlock()
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range ids {
+		for w := range j.watch[id] {
+			if w.stream != nil {
+				w.stream.end(ErrDeleted)
+			}
+		}
+	}
 }
 
 // JanitorInterval is how often each node removes what expired and deleted
@@ -192,7 +215,7 @@ func (e *Engine) janitor(t tenant.Tenant, f *defsFollower) {
 	}
 }
 
-func (e *Engine) followDefs(f *defsFollower, cl *kgo.Client) {
+func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 	defer e.wg.Done()
 	defer cl.Close()
 	for {
@@ -202,13 +225,17 @@ func (e *Engine) followDefs(f *defsFollower, cl *kgo.Client) {
 			return
 		}
 		next := map[int32]int64{}
+		var deleted []string
 		f.mu.Lock()
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
 			next[r.Partition] = r.Offset + 1
 			if r.Value == nil {
-				if _, ok := f.defs[string(r.Key)]; ok && len(f.gone) < maxGone {
-					f.gone[string(r.Key)] = true
+				if _, ok := f.defs[string(r.Key)]; ok {
+					deleted = append(deleted, string(r.Key))
+					if len(f.gone) < maxGone {
+						f.gone[string(r.Key)] = true
+					}
 				}
 				delete(f.defs, string(r.Key))
 				continue
@@ -222,6 +249,7 @@ func (e *Engine) followDefs(f *defsFollower, cl *kgo.Client) {
 		}
 		f.mu.Unlock()
 		f.prog.set(next, nil)
+		e.endDeleted(t, deleted)
 	}
 }
 

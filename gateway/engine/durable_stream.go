@@ -24,6 +24,10 @@ import (
 // ErrExpired ends a durable stream whose subscription reached expires_at.
 var ErrExpired = errors.New("engine: subscription expired")
 
+// ErrDeleted ends a durable stream whose subscription was deleted (on any
+// node).
+var ErrDeleted = errors.New("engine: subscription deleted")
+
 // AckPolicy is the redelivery policy of an at_least_once subscription
 // (D reliability.md "Retry Policy"; zero fields take its defaults).
 type AckPolicy struct {
@@ -196,7 +200,8 @@ type DurableStream struct {
 	j      *journal
 	w      *watcher
 	epoch  int64
-	fenced atomic.Bool // a newer claim was seen
+	fenced atomic.Bool // a newer claim was seen, or the subscription deleted: deliver nothing more
+	endWhy atomic.Pointer[error]
 
 	closeOnce sync.Once
 }
@@ -460,7 +465,11 @@ func (s *DurableStream) applyJournal(rec journalRecord) {
 }
 
 // fence stops the stream: a newer claim was seen.
-func (s *DurableStream) fence() {
+func (s *DurableStream) fence() { s.end(ErrTakenOver) }
+
+// end stops the stream with why as its Err (the first reason wins).
+func (s *DurableStream) end(why error) {
+	s.endWhy.CompareAndSwap(nil, &why)
 	s.fenced.Store(true)
 	s.cancel()
 }
@@ -509,8 +518,8 @@ func (s *DurableStream) run(ctx context.Context) {
 	s.cl.Close()
 	if ctx.Err() != nil && err == ctx.Err() {
 		err = nil
-		if s.fenced.Load() {
-			err = ErrTakenOver
+		if why := s.endWhy.Load(); why != nil {
+			err = *why
 		} else if s.e.ctx.Err() != nil {
 			err = ErrClosed
 		}
