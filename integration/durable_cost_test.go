@@ -136,3 +136,67 @@ func TestDurableStreamCost(t *testing.T) {
 	t.Logf("%d open durable streams, idle: heap in use %+.0f KiB per stream (%.1f MiB -> %.1f MiB); Kafka requests/s: %.2f without streams, %.2f with them = %.3f per stream",
 		k, (heap1-heap0)/k/1024, heap0/(1<<20), heap1/(1<<20), reqIdle, reqOpen, (reqOpen-reqIdle)/k)
 }
+
+// Throughput of one durable stream through the binary: n events published,
+// streamed and acknowledged (batches of 500, to the serving node), timed
+// from the first publish to the last ack answered. Run it against a
+// baseline binary with AEP_GATEWAY_BIN; measurement only (AEP_TEST_MEASURE).
+func TestDurableStreamThroughput(t *testing.T) {
+	if os.Getenv("AEP_TEST_MEASURE") == "" {
+		t.Skip("a measurement: set AEP_TEST_MEASURE=1")
+	}
+	const n = 20000
+	c := newDurableCluster(t, 1, `{"types":["task.*"],"ack_timeout_ms":60000}`)
+	g := c.nodes[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	resp, err := c.openStream(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	go func() {
+		for from := 0; from < n; from += 1000 {
+			var body strings.Builder
+			for i := from; i < from+1000; i++ {
+				body.WriteString(dEvent(i, fmt.Sprintf("sess_%d", i%50)) + "\n")
+			}
+			if r, err := g.post(ctx, "/aep/events", "application/x-ndjson", nil, body.String()); err != nil || r.status != http.StatusAccepted {
+				t.Errorf("publish: %v %d", err, r.status)
+				cancel()
+				return
+			}
+		}
+	}()
+	var batch []string
+	acked := 0
+	flush := func() {
+		var body strings.Builder
+		body.WriteByte('[')
+		for i, id := range batch {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
+		}
+		body.WriteByte(']')
+		if r, err := g.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body.String()); err != nil || r.status != http.StatusOK {
+			t.Fatalf("acks: %v %d %s", err, r.status, r.body)
+		}
+		acked += len(batch)
+		batch = batch[:0]
+	}
+	readEvents(resp.Body, func(id string, _ bool) bool {
+		batch = append(batch, id)
+		if len(batch) == 500 {
+			flush()
+		}
+		return acked >= n
+	})
+	if acked < n {
+		t.Fatalf("%d of %d acknowledged", acked, n)
+	}
+	el := time.Since(start)
+	t.Logf("%d events published, streamed and acknowledged in %v: %.0f events/s", n, el, n/el.Seconds())
+}

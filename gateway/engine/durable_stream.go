@@ -844,7 +844,7 @@ func (s *DurableStream) unsendLocked(out []DurableDelivery) {
 // reserveChunk is how many deliveries one journal reservation covers: a
 // takeover marks at most that many (plus what sat in the consumer's
 // buffers) as repeats that the consumer may never have seen.
-const reserveChunk = 64
+const reserveChunk = 512
 
 // reserveAndSend records in the journal, before anything of out reaches
 // the consumer, the high-water of what this stream may have delivered and
@@ -894,10 +894,13 @@ func (s *DurableStream) reserve(ctx context.Context, out []DurableDelivery) erro
 				rec.HW = map[int32]int64{}
 			}
 			rec.HW[p] = max(rec.HW[p], o+1)
+			if d.Attempt < 2 {
+				continue // a first read: the high-water says "delivered once"
+			}
 		}
-		if d.Attempt < 2 {
-			continue
-		}
+		// below the reserved high-water (an earlier holder's range, or a
+		// redelivery) the attempt is recorded itself: a checkpoint may list
+		// the offset as never delivered
 		if rec.Att == nil {
 			rec.Att = map[int32]map[int64]int{}
 		}
