@@ -141,16 +141,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 					break more
 				}
 			}
-			var body strings.Builder
-			body.WriteByte('[')
-			for i, id := range batch {
-				if i > 0 {
-					body.WriteByte(',')
-				}
-				fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
-			}
-			body.WriteByte(']')
-			r, err := g.post(ctx, "/aep/subscriptions/"+subID+"/acks", "application/json", nil, body.String())
+			r, err := g.post(ctx, "/aep/subscriptions/"+subID+"/acks", "application/json", nil, ackBatch(batch))
 			if err != nil || r.status != http.StatusOK {
 				continue // the stream is gone (409) or the node is: these come again
 			}

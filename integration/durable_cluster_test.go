@@ -106,21 +106,13 @@ func openDurableStream(ctx context.Context, g *gatewayProc, id string) (*http.Re
 // chosen one is gone (a transport error); any answer other than 200 with a
 // result of applied, recorded or unknown is a refusal.
 func (c *durableCluster) ack(ctx context.Context, rng *rand.Rand, rngMu *sync.Mutex, ids []string) error {
-	var body strings.Builder
-	body.WriteByte('[')
-	for i, id := range ids {
-		if i > 0 {
-			body.WriteByte(',')
-		}
-		fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
-	}
-	body.WriteByte(']')
+	body := ackBatch(ids)
 	for attempt := 0; ; attempt++ {
 		nodes := c.alive(nil)
 		rngMu.Lock()
 		g := nodes[rng.IntN(len(nodes))]
 		rngMu.Unlock()
-		r, err := g.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body.String())
+		r, err := g.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body)
 		if err != nil {
 			if ctx.Err() != nil || attempt > 20 {
 				return fmt.Errorf("acks: %w", err)
@@ -145,6 +137,20 @@ func (c *durableCluster) ack(ctx context.Context, rng *rand.Rand, rngMu *sync.Mu
 		}
 		return nil
 	}
+}
+
+// ackBatch is a JSON array of event.acknowledged envelopes for ids.
+func ackBatch(ids []string) string {
+	var body strings.Builder
+	body.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
+	}
+	body.WriteByte(']')
+	return body.String()
 }
 
 // journalEpochs reads the subscription's records in the journal and
@@ -506,16 +512,7 @@ func TestDurableAckSurvivesKill(t *testing.T) {
 	if len(ids) != n {
 		t.Fatalf("read %d of %d events", len(ids), n)
 	}
-	var body strings.Builder
-	body.WriteByte('[')
-	for i, id := range ids {
-		if i > 0 {
-			body.WriteByte(',')
-		}
-		fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
-	}
-	body.WriteByte(']')
-	r, err := a.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body.String())
+	r, err := a.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, ackBatch(ids))
 	if err != nil || r.status != http.StatusOK || strings.Count(string(r.body), `"result":"applied"`) != n {
 		t.Fatalf("acks: %v %d %s", err, r.status, r.body)
 	}

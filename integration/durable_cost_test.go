@@ -172,16 +172,7 @@ func TestDurableStreamThroughput(t *testing.T) {
 	var batch []string
 	acked := 0
 	flush := func() {
-		var body strings.Builder
-		body.WriteByte('[')
-		for i, id := range batch {
-			if i > 0 {
-				body.WriteByte(',')
-			}
-			fmt.Fprintf(&body, `{"type":"event.acknowledged","payload":{"acknowledged_event_id":%q}}`, id)
-		}
-		body.WriteByte(']')
-		if r, err := g.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, body.String()); err != nil || r.status != http.StatusOK {
+		if r, err := g.post(ctx, "/aep/subscriptions/"+c.subID+"/acks", "application/json", nil, ackBatch(batch)); err != nil || r.status != http.StatusOK {
 			t.Fatalf("acks: %v %d %s", err, r.status, r.body)
 		}
 		acked += len(batch)
