@@ -31,7 +31,7 @@ const (
 	jRelease = "release" // the holder of Epoch stopped delivering and committed
 	jRenew   = "renew"   // Node still holds Epochs (sub -> epoch); keyed by node
 	jAcks    = "acks"    // Acks and Rejects posted by a consumer
-	jDeliver = "deliver" // the holder may deliver below HW; Att: redelivery attempts
+	jDeliver = "deliver" // the holder may deliver below HW; Att: attempts of deliveries below its earlier HW
 	jCkpt    = "ckpt"    // the holder's whole state (Parts)
 )
 
