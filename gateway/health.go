@@ -18,6 +18,7 @@ type Pinger interface {
 // stop is idempotent.
 type readiness struct {
 	pinger   Pinger
+	topics   any // a provisioningReporter says why topics could not be created
 	interval time.Duration
 	metrics  *metrics
 
@@ -30,8 +31,8 @@ type readiness struct {
 	done     chan struct{}
 }
 
-func newReadiness(p Pinger, interval time.Duration, m *metrics) *readiness {
-	return &readiness{pinger: p, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
+func newReadiness(p Pinger, topics any, interval time.Duration, m *metrics) *readiness {
+	return &readiness{pinger: p, topics: topics, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (rd *readiness) start() {
@@ -80,9 +81,19 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "kafka": msg})
 	default:
+		if pr, ok := rd.topics.(provisioningReporter); ok {
+			if err := pr.LastError(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "provisioning": err.Error()})
+				return
+			}
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
 }
+
+// provisioningReporter is a topic resolver that remembers its last
+// failure to create topics (*partitioning.Provisioner).
+type provisioningReporter interface{ LastError() error }
 
 func handleHealthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

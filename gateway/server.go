@@ -120,7 +120,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
 		},
-		ready: newReadiness(deps.Pinger, cfg.ReadyInterval, m),
+		ready: newReadiness(deps.Pinger, deps.Topics, cfg.ReadyInterval, m),
 
 		discoEndpoints: map[string]string{"events": "/events"},
 		discoCaps:      map[string]any{"experimental": map[string]any{}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,15 @@ type Provisioner struct {
 
 	mu      sync.Mutex
 	tenants map[string]*provision // guarded by mu
+	lastErr error                 // the last failed creation, until one succeeds; guarded by mu
+}
+
+// LastError is the last failure to create a tenant's topics (naming its
+// cause), nil once a creation succeeded since: /readyz reports it.
+func (p *Provisioner) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }
 
 type provision struct {
@@ -121,11 +131,16 @@ func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, err
 		p.tenants[tenant] = pr
 		p.mu.Unlock()
 		pr.info, pr.err = p.create(ctx, tenant)
+		p.mu.Lock()
 		if pr.err != nil {
-			p.mu.Lock()
 			delete(p.tenants, tenant)
-			p.mu.Unlock()
+			if ctx.Err() == nil {
+				p.lastErr = pr.err
+			}
+		} else {
+			p.lastErr = nil
 		}
+		p.mu.Unlock()
 		close(pr.done)
 		return pr.info, pr.err
 	}
@@ -165,11 +180,11 @@ func (p *Provisioner) create(ctx context.Context, tenant string) (TopicInfo, err
 	}
 	for _, s := range specs {
 		resp, err := p.adm.CreateTopic(ctx, s.parts, c.ReplicationFactor, s.cfg, s.name)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return TopicInfo{}, fmt.Errorf("create topic %s: %w", s.name, err)
+		if err == nil {
+			err = resp.Err
 		}
-		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-			return TopicInfo{}, fmt.Errorf("create topic %s: %w", s.name, resp.Err)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return TopicInfo{}, fmt.Errorf("create topic %s: %w", s.name, ExplainCreate(err, c.ReplicationFactor, resp.ErrMessage))
 		}
 	}
 	return p.describe(ctx, p.naming.Events(tenant))
@@ -199,4 +214,43 @@ func (p *Provisioner) describe(ctx context.Context, topic string) (TopicInfo, er
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ExplainCreate wraps a failed topic creation with its cause in words and
+// the fix, for the answer to the request, /readyz and the log: the usual
+// one on a small cluster is a replication factor above the broker count.
+// detail is the broker's error message, when it sent one.
+func ExplainCreate(err error, rf int16, detail ...string) error {
+	msg := strings.TrimSpace(strings.Join(detail, " "))
+	if msg != "" {
+		msg = " (" + msg + ")"
+	}
+	switch {
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return fmt.Errorf("replication factor %s larger than the available brokers%s: set --topic-replication-factor (-1: the broker default): %w", rfText(rf), msg, err)
+	case errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidConfig):
+		return fmt.Errorf("the cluster refused the topic settings%s: %w", msg, err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return fmt.Errorf("not authorized to create topics%s: grant CREATE or create them ahead: %w", msg, err)
+	}
+	return err
+}
+
+func rfText(rf int16) string {
+	if rf == -1 {
+		return "(broker default)"
+	}
+	return strconv.Itoa(int(rf))
+}
+
+// IsProvisioningError says whether err is a topic creation the cluster
+// refused for a reason an operator must fix (ExplainCreate words it): the
+// answer to a client may then name it.
+func IsProvisioningError(err error) bool {
+	for _, k := range []error{kerr.InvalidReplicationFactor, kerr.PolicyViolation, kerr.InvalidConfig, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
 }

@@ -60,6 +60,7 @@ type config struct {
 	ControlPolicy       string
 	NodeID              string
 	MaxStreamsPerTenant int
+	MaxDurablePerTenant int
 	RateBurst           int
 
 	MaxConnections            int
@@ -142,7 +143,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	fs.String(&c.TopicTemplate, "topic-template", partitioning.DefaultTopicTemplate, "events topic name of a tenant; {tenant} is replaced")
 	fs.Int(&c.TopicPartitions, "topic-partitions", 12, "partitions of a new tenant topic")
-	fs.Int(&c.TopicReplicationFactor, "topic-replication-factor", 3, "replication factor of new tenant topics (-1: broker default; forced to 1 on the embedded broker)")
+	fs.Int(&c.TopicReplicationFactor, "topic-replication-factor", -1, "replication factor of new topics: tenant topics, the subscription journal, dialect R's presence and control topics (-1: the broker's default.replication.factor; forced to 1 on the embedded broker)")
 	fs.Duration(&c.TopicRetention, "topic-retention", 7*24*time.Hour, "retention of a new tenant events topic: the replay window (-1ns: forever)")
 	fs.Int64(&c.TopicRetentionBytes, "topic-retention-bytes", 0, "per-partition size bound of a new tenant events topic (0: unbounded)")
 	fs.String(&c.KeyStrategy, "key-strategy", "session", "record key: session (session, else source) or binding (task > conversation > session > source, dialect D's Kafka binding)")
@@ -156,7 +157,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "dialect R replay buffer, in events per session: a resume replays at most this many of the session's latest events the log holds (--topic-retention bounds it further); a position predating them gets replay-exhausted; advertised in discovery and hello; 0: no bound but retention (at most 100000)")
 	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
-	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R, unique in the deployment (empty: random per process)")
+	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R and in durable stream claims (AEP-Stream-Node), unique in the deployment (empty: random per process)")
+	fs.Int(&c.MaxDurablePerTenant, "max-durable-subscriptions-per-tenant", 1000, "live durable subscriptions (POST /aep/subscriptions) one tenant may hold in the cluster; past it a create is answered 429 subscription_rejected (0: unbounded)")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
 	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")

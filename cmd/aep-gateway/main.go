@@ -237,8 +237,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
-		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop})
+	eng, err := engine.NewEngine(engine.Config{
+		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
+		ReplicationFactor: int16(cfg.TopicReplicationFactor), NodeID: cfg.NodeID,
+		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop,
+	})
 	if err != nil {
 		return err
 	}
@@ -254,7 +257,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
-		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log})
+		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(eng, 0, log))

@@ -251,9 +251,9 @@ func trimJSON(b []byte) []byte { return []byte(strings.TrimSpace(string(b))) }
 
 func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
 	reject := verb == "reject"
-	help := "Acknowledges events of a durable subscription (event.acknowledged envelopes to\nPOST /aep/subscriptions/ID/acks). The acks must go to the gateway node that\nserves the subscription's open stream; without an open stream the answer is 409.\n"
+	help := "Acknowledges events of a durable subscription (event.acknowledged envelopes to\nPOST /aep/subscriptions/ID/acks), on any gateway node: they are in Kafka when\nanswered; \"recorded\" means the stream's holder (on another node, or the next\nstream) applies them.\n"
 	if reject {
-		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message. The rejections must go\nto the gateway node that serves the subscription's open stream.\n"
+		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message. Any gateway node takes\nthem (docs/durable-cluster.md).\n"
 	}
 	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M] EVENT_ID...", stdout, stderr, help)
 	var conn connFlags

@@ -120,7 +120,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 		rs, err := c.SendAcks(actx, id, pending)
 		sum.Acks.add(rs)
 		for _, r := range rs {
-			if r.Result != "applied" {
+			if r.Result != "applied" && r.Result != "recorded" {
 				fmt.Fprintf(errw, "consume: ack of %s: %s %s\n", r.EventID, r.Result, r.Error)
 			}
 		}

@@ -101,7 +101,8 @@ type Ack struct {
 }
 
 // AckResult is the gateway's answer for one ack: applied, rejected,
-// unknown, closed or invalid.
+// unknown, recorded (durable; applied by the stream's holder elsewhere),
+// closed (older gateways) or invalid.
 type AckResult struct {
 	EventID string          `json:"acknowledged_event_id"`
 	Result  string          `json:"result"`

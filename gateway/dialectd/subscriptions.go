@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // SubscriptionsConfig configures the durable subscriptions API. Zero fields mean
@@ -42,6 +44,10 @@ type SubscriptionsConfig struct {
 	MaxBodyBytes int64
 	// SetupTimeout bounds the Kafka work of one request (10s).
 	SetupTimeout time.Duration
+	// MaxPerTenant caps the live durable subscriptions of a tenant (across
+	// the cluster, as the subscriptions topic holds them); past it a create
+	// is refused with 429. Zero means no cap.
+	MaxPerTenant int
 	// Hub admits each stream with every other stream of the node
 	// (per-tenant cap) and ends it on shutdown. Nil means a Hub of the
 	// handler's own, without a cap.
@@ -49,12 +55,21 @@ type SubscriptionsConfig struct {
 	Logger zerolog.Logger
 }
 
-// Bounds of per-subscription policy fields a client may set.
+// Bounds of what a client may set or have stored (docs/security.md).
 const (
 	minAckTimeout   = 100 * time.Millisecond
 	maxAckTimeout   = time.Hour
 	maxMaxAttempts  = 100
 	maxAcksPerBatch = 10000
+	// MaxFilterBytes bounds a subscription's stored (normalized) filter.
+	MaxFilterBytes = 8 << 10
+	// MaxAckIDBytes bounds an acknowledged_event_id.
+	MaxAckIDBytes = 256
+	// MaxRejectCodeBytes and MaxRejectMessageBytes bound a rejection's
+	// error.code and error.message (stored in the journal and the dead
+	// letter).
+	MaxRejectCodeBytes    = 64
+	MaxRejectMessageBytes = 2048
 )
 
 // SubscriptionsHandler serves dialect D's durable subscriptions:
@@ -66,8 +81,10 @@ const (
 //	GET    /aep/subscriptions/{id}/stream  SSE stream (at_least_once)
 //	POST   /aep/subscriptions/{id}/acks    a batch of event.acknowledged / event.rejected
 //
-// One stream per subscription is open on a node at a time; a second is
-// refused with 409. Acks reach the stream open on this node.
+// One stream per subscription is open in the cluster at a time: the newest
+// stream request, on any node, takes it over (docs/durable-cluster.md).
+// Acks posted on any node are made durable in the tenant's subscription
+// journal before the answer, and applied by the stream's holder.
 type SubscriptionsHandler struct {
 	e   *engine.Engine
 	kr  *cursor.Keyring
@@ -133,6 +150,10 @@ func (h *SubscriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request)
 
 func (h *SubscriptionsHandler) unavailable(w http.ResponseWriter, tn tenant.Tenant, what string, err error) {
 	h.cfg.Logger.Warn().Err(err).Stringer("tenant", tn).Msg("dialectd: subscriptions: " + what)
+	if partitioning.IsProvisioningError(err) {
+		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the subscription store is not available: "+err.Error(), false, nil)
+		return
+	}
 	writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the subscription store is not available", true, nil)
 }
 
@@ -169,7 +190,12 @@ func (h *SubscriptionsHandler) view(def engine.SubscriptionDef) subscriptionView
 }
 
 func (h *SubscriptionsHandler) policy(def engine.SubscriptionDef) engine.AckPolicy {
-	pol := h.cfg.Policy
+	return policyOf(h.cfg.Policy, def)
+}
+
+// policyOf is base with the subscription's own ack timeout and attempts.
+func policyOf(pol engine.AckPolicy, def engine.SubscriptionDef) engine.AckPolicy {
+	pol = pol.WithDefaults()
 	if def.AckTimeoutMS > 0 {
 		pol.AckTimeout = time.Duration(def.AckTimeoutMS) * time.Millisecond
 	}
@@ -240,6 +266,9 @@ func parseCreate(body []byte, now time.Time) (*filtering.Filter, engine.Subscrip
 	if err != nil {
 		return nil, def, err
 	}
+	if len(norm) > MaxFilterBytes {
+		return nil, def, &filtering.Error{Field: "filter", Message: "the filter is longer than " + strconv.Itoa(MaxFilterBytes) + " bytes once normalized"}
+	}
 	def.Filter = norm
 	def.DeliveryMode = ModeAtLeastOnce
 	def.CreatedAt = now.UTC()
@@ -301,6 +330,19 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if h.cfg.MaxPerTenant > 0 {
+		defs, ok := h.defs(w, r)
+		if !ok {
+			return
+		}
+		if n := liveCount(defs, time.Now()); n >= h.cfg.MaxPerTenant {
+			h.e.Refused("durable_subscriptions_per_tenant")
+			writeErr(w, http.StatusTooManyRequests, aep.CodeDSubscriptionRejected,
+				"the tenant holds "+strconv.Itoa(n)+" durable subscriptions, the most allowed (--max-durable-subscriptions-per-tenant); delete one first",
+				false, map[string]string{"limit": "max_durable_subscriptions_per_tenant", "max": strconv.Itoa(h.cfg.MaxPerTenant)})
+			return
+		}
+	}
 	def.ID = "sub_" + ulid.Make().String()
 	if err := h.e.CommitStart(ctx, tn, engine.SubscriptionGroup(tn, def.ID), st, start); err != nil {
 		h.unavailable(w, tn, "commit start", err)
@@ -322,13 +364,12 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 	transport.WriteJSON(w, http.StatusCreated, out)
 }
 
-func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id string) (engine.SubscriptionDef, bool) {
-	tn := requestTenant(r)
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
-	defer cancel()
-	defs, err := h.e.Subscriptions(ctx, tn)
-	if err != nil {
-		h.unavailable(w, tn, "read definitions", err)
+// find reads the tenant's definitions (the node's follower of the
+// subscriptions topic) and the one named id: 404 when unknown, 410 when
+// expired unless expiredOK.
+func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id string, expiredOK bool) (engine.SubscriptionDef, bool) {
+	defs, ok := h.defs(w, r)
+	if !ok {
 		return engine.SubscriptionDef{}, false
 	}
 	def, ok := defs[id]
@@ -336,20 +377,44 @@ func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id
 		notFound(w, id)
 		return def, false
 	}
-	if def.Expired(time.Now()) {
+	if !expiredOK && def.Expired(time.Now()) {
 		writeErr(w, http.StatusGone, aep.CodeDSubscriptionError, "subscription "+id+" expired", false, map[string]string{"subscription_id": id})
 		return def, false
 	}
 	return def, true
 }
 
-func (h *SubscriptionsHandler) list(w http.ResponseWriter, r *http.Request) {
+// defs is the request tenant's definitions (503 answered when they cannot
+// be read).
+func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map[string]engine.SubscriptionDef, bool) {
 	tn := requestTenant(r)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
 	defer cancel()
 	defs, err := h.e.Subscriptions(ctx, tn)
 	if err != nil {
 		h.unavailable(w, tn, "read definitions", err)
+		return nil, false
+	}
+	return defs, true
+}
+
+func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id string) (engine.SubscriptionDef, bool) {
+	return h.find(w, r, id, false)
+}
+
+func liveCount(defs map[string]engine.SubscriptionDef, now time.Time) int {
+	n := 0
+	for _, def := range defs {
+		if !def.Expired(now) {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *SubscriptionsHandler) list(w http.ResponseWriter, r *http.Request) {
+	defs, ok := h.defs(w, r)
+	if !ok {
 		return
 	}
 	out := struct {
@@ -422,18 +487,12 @@ func (h *SubscriptionsHandler) get(w http.ResponseWriter, r *http.Request, id st
 }
 
 func (h *SubscriptionsHandler) delete(w http.ResponseWriter, r *http.Request, id string) {
+	if _, ok := h.find(w, r, id, true); !ok {
+		return
+	}
 	tn := requestTenant(r)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
 	defer cancel()
-	defs, err := h.e.Subscriptions(ctx, tn)
-	if err != nil {
-		h.unavailable(w, tn, "read definitions", err)
-		return
-	}
-	if _, ok := defs[id]; !ok {
-		notFound(w, id)
-		return
-	}
 	if s := h.activeStream(tn, id); s != nil {
 		s.Close() // its SSE handler ends when the channel closes
 	}

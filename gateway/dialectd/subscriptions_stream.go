@@ -12,6 +12,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
@@ -40,20 +41,9 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	}
 	defer stream.Leave()
 	key := tn.String() + "/" + id
-	h.mu.Lock()
-	if _, busy := h.active[key]; busy {
-		h.mu.Unlock()
-		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" already has an open stream", true, map[string]string{"subscription_id": id})
-		return
-	}
-	h.active[key] = nil // reserved while opening
-	h.mu.Unlock()
-	release := func() {
-		h.mu.Lock()
-		delete(h.active, key)
-		h.mu.Unlock()
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
+	// the newest stream wins, here as on any other node: its claim in the
+	// journal fences an older stream of this node too
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+engine.LeaseTTL)
 	st, err := h.e.State(ctx, tn)
 	var s *engine.DurableStream
 	if err == nil {
@@ -68,8 +58,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	}
 	cancel()
 	if err != nil {
-		release()
-		h.unavailable(w, tn, "open stream", err)
+		h.refuseOpen(w, tn, id, err)
 		return
 	}
 	h.mu.Lock()
@@ -77,8 +66,15 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	h.mu.Unlock()
 	defer func() {
 		s.Close()
-		release()
+		h.mu.Lock()
+		if h.active[key] == s {
+			delete(h.active, key)
+		}
+		h.mu.Unlock()
 	}()
+	// which node serves it, under which claim (docs/durable-cluster.md)
+	w.Header().Set("AEP-Stream-Node", h.e.NodeID())
+	w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
 	transport.StartSSE(w)
 	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
 	dst.st.frontier = dst.st.fullFrontier(nil)
@@ -188,13 +184,41 @@ func parseAcks(body []byte) ([]ackItem, []ackResult, error) {
 		case it.Payload.AcknowledgedEventID == "":
 			res[i] = ackResult{Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope, Message: "payload.acknowledged_event_id is required"}}
 			it.Type = ""
+		case len(it.Payload.AcknowledgedEventID) > MaxAckIDBytes:
+			res[i] = ackResult{Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope, Message: "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"}}
+			it.Type = ""
+		case it.Payload.Error != nil && (len(it.Payload.Error.Code) > MaxRejectCodeBytes || len(it.Payload.Error.Message) > MaxRejectMessageBytes):
+			res[i] = ackResult{AcknowledgedEventID: it.Payload.AcknowledgedEventID, Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope,
+				Message: "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)}}
+			it.Type = ""
 		}
 	}
 	return items, res, nil
 }
 
-// acks serves POST /aep/subscriptions/{id}/acks. The acks reach the
-// subscription's stream open on this node; with none open, 409.
+// refuseOpen answers a stream that could not be opened: 409 when a newer
+// stream took the subscription over meanwhile or its holder does not give
+// way (naming it), 503 otherwise.
+func (h *SubscriptionsHandler) refuseOpen(w http.ResponseWriter, tn tenant.Tenant, id string, err error) {
+	det := map[string]string{"subscription_id": id}
+	var held *engine.HeldError
+	switch {
+	case errors.As(err, &held):
+		det["holder"] = held.Node
+		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" is streamed by node "+held.Node+", which did not give way", true, det)
+	case errors.Is(err, engine.ErrTakenOver):
+		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "a newer stream of subscription "+id+" took it over", true, det)
+	default:
+		h.unavailable(w, tn, "open stream", err)
+	}
+}
+
+// acks serves POST /aep/subscriptions/{id}/acks on any node: the acks and
+// rejections are written to the tenant's subscription journal (acks=all)
+// before the answer, so none is lost whichever node fails next; the
+// stream's holder applies them. A stream open on this node applies them at
+// them at once and answers their outcome; otherwise the result is
+// "recorded". A 503 (the journal did not take them) is to be retried.
 func (h *SubscriptionsHandler) acks(w http.ResponseWriter, r *http.Request, id string) {
 	body, ok := h.readBody(w, r)
 	if !ok {
@@ -205,27 +229,71 @@ func (h *SubscriptionsHandler) acks(w http.ResponseWriter, r *http.Request, id s
 		writeErr(w, http.StatusBadRequest, aep.CodeDInvalidEnvelope, "the body must be an event.acknowledged / event.rejected envelope or an array of them: "+err.Error(), false, nil)
 		return
 	}
-	s := h.activeStream(requestTenant(r), id)
-	if s == nil {
-		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" has no open stream on this node; acks go to the node serving its stream", true, map[string]string{"subscription_id": id})
+	if _, ok := h.lookup(w, r, id); !ok {
 		return
 	}
+	tn := requestTenant(r)
+	var acked, rejIDs []string
+	var rejs []engine.Rejection
+	for _, it := range items {
+		switch it.Type {
+		case "event.acknowledged":
+			acked = append(acked, it.Payload.AcknowledgedEventID)
+		case "event.rejected":
+			e := rejectionError(it)
+			rejIDs, rejs = append(rejIDs, it.Payload.AcknowledgedEventID), append(rejs, engine.Rejection{Code: e.Code, Message: e.Message})
+		}
+	}
+	// a stream open here applies them first (its outcome is the answer;
+	// the copy it then reads from the journal is a harmless duplicate)
+	s := h.activeStream(tn, id)
 	for i, it := range items {
 		if it.Type == "" {
 			continue
 		}
 		res[i].AcknowledgedEventID = it.Payload.AcknowledgedEventID
-		if it.Type == "event.acknowledged" {
-			res[i].Result = string(s.Ack(it.Payload.AcknowledgedEventID))
-			continue
-		}
-		e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
-		if it.Payload.Error != nil && it.Payload.Error.Code != "" {
-			e = *it.Payload.Error
-		}
-		res[i].Result = string(s.Reject(it.Payload.AcknowledgedEventID, e.Code, e.Message))
+		res[i].Result = applyAck(s, it)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
+	defer cancel()
+	if err := h.e.JournalAcks(ctx, tn, id, acked, rejs, rejIDs); err != nil {
+		h.unavailable(w, tn, "journal acks", err)
+		return
 	}
 	transport.WriteJSON(w, http.StatusOK, struct {
 		Results []ackResult `json:"results"`
 	}{res})
 }
+
+// rejectionError is the error a rejection carries: the consumer's, or
+// task_error.
+func rejectionError(it ackItem) aep.DError {
+	if it.Payload.Error != nil && it.Payload.Error.Code != "" {
+		return *it.Payload.Error
+	}
+	return aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
+}
+
+// applyAck applies a journaled ack or rejection to the stream open on this
+// node (nil: none) and words the result: "recorded" when no stream here
+// took it (the holder, wherever it is, applies it from the journal).
+func applyAck(s *engine.DurableStream, it ackItem) string {
+	out := engine.OutcomeClosed
+	if s != nil {
+		if it.Type == "event.acknowledged" {
+			out = s.Ack(it.Payload.AcknowledgedEventID)
+		} else {
+			e := rejectionError(it)
+			out = s.Reject(it.Payload.AcknowledgedEventID, e.Code, e.Message)
+		}
+	}
+	if out == engine.OutcomeClosed {
+		return ResultRecorded
+	}
+	return string(out)
+}
+
+// ResultRecorded answers an ack or rejection that is durable in the
+// journal and applied by the stream's holder on another node (or by the
+// next stream).
+const ResultRecorded = "recorded"

@@ -113,9 +113,6 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 	}
 	e.ingest(evs...)
 	s := e.openPath("/aep/subscriptions/" + created.ID + "/stream")
-	if code, b := e.do(http.MethodGet, "/aep/subscriptions/"+created.ID+"/stream", ""); code != http.StatusConflict {
-		t.Fatalf("second stream: %d %s", code, b)
-	}
 	got := map[string]bool{}
 	for range 10 {
 		d := s.event()
@@ -237,8 +234,8 @@ func TestSubscriptionsDCreateRejected(t *testing.T) {
 	if code, b := e.do(http.MethodGet, "/aep/subscriptions/sub_nope", ""); code != http.StatusNotFound {
 		t.Fatalf("unknown: %d %s", code, b)
 	}
-	if code, b := e.do(http.MethodPost, "/aep/subscriptions/sub_nope/acks", "[]"); code != http.StatusConflict {
-		t.Fatalf("acks without stream: %d %s", code, b)
+	if code, b := e.do(http.MethodPost, "/aep/subscriptions/sub_nope/acks", "[]"); code != http.StatusNotFound {
+		t.Fatalf("acks of an unknown subscription: %d %s", code, b)
 	}
 }
 
@@ -261,5 +258,62 @@ func TestSubscriptionsDExpires(t *testing.T) {
 	}
 	if code, _ := e.do(http.MethodGet, "/aep/subscriptions/"+created.ID, ""); code != http.StatusGone {
 		t.Fatalf("after expiry: %d", code)
+	}
+}
+
+// The per-tenant cap on durable subscriptions, acks on a node without the
+// stream (recorded in the journal), and the length limits of stored
+// strings.
+func TestSubscriptionsDCapAndLimits(t *testing.T) {
+	e := newSubsEnv(t, dialectd.SubscriptionsConfig{MaxPerTenant: 2})
+	var first string
+	for i := range 2 {
+		code, b := e.do(http.MethodPost, "/aep/subscriptions", `{"types":["task.*"]}`)
+		var created struct {
+			ID string `json:"subscription_id"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(b, &created) != nil {
+			t.Fatalf("create %d: %d %s", i, code, b)
+		}
+		if first == "" {
+			first = created.ID
+		}
+	}
+	code, b := e.do(http.MethodPost, "/aep/subscriptions", `{"types":["task.*"]}`)
+	var eb struct {
+		Error struct {
+			Code    string            `json:"code"`
+			Details map[string]string `json:"details"`
+		} `json:"error"`
+	}
+	if code != http.StatusTooManyRequests || json.Unmarshal(b, &eb) != nil || eb.Error.Code != "subscription_rejected" ||
+		eb.Error.Details["limit"] != "max_durable_subscriptions_per_tenant" || eb.Error.Details["max"] != "2" {
+		t.Fatalf("over the cap: %d %s", code, b)
+	}
+	long := strings.Repeat("x", dialectd.MaxAckIDBytes+1)
+	body := `[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"evt_1"}},` +
+		`{"type":"event.acknowledged","payload":{"acknowledged_event_id":"` + long + `"}},` +
+		`{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_2","error":{"code":"task_error","message":"` + strings.Repeat("m", dialectd.MaxRejectMessageBytes+1) + `"}}}]`
+	code, b = e.do(http.MethodPost, "/aep/subscriptions/"+first+"/acks", body)
+	var res struct {
+		Results []struct {
+			Result string `json:"result"`
+		} `json:"results"`
+	}
+	if code != http.StatusOK || json.Unmarshal(b, &res) != nil || len(res.Results) != 3 ||
+		res.Results[0].Result != dialectd.ResultRecorded || res.Results[1].Result != "invalid" || res.Results[2].Result != "invalid" {
+		t.Fatalf("acks without a stream here: %d %s", code, b)
+	}
+	var types []string // each value within the filter's own limits, together over MaxFilterBytes
+	for i := range 2 * dialectd.MaxFilterBytes / 900 {
+		types = append(types, fmt.Sprintf(`"%03d%s"`, i, strings.Repeat("t", 900)))
+	}
+	filter := `{"types":[` + strings.Join(types, ",") + `]}`
+	if code, b := e.do(http.MethodDelete, "/aep/subscriptions/"+first, ""); code != http.StatusNoContent {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	code, b = e.do(http.MethodPost, "/aep/subscriptions", filter)
+	if code != http.StatusBadRequest || !strings.Contains(string(b), `"field":"filter"`) {
+		t.Fatalf("long filter: %d %.200s", code, b)
 	}
 }

@@ -3,6 +3,8 @@ package dialectd
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -21,9 +23,75 @@ func (s *wsSub) close() {
 		return
 	}
 	s.dur.Close()
+	if s.group == "" {
+		return // an attached durable subscription outlives the connection
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.e.DeleteGroup(ctx, s.group)
+}
+
+// attachID is the id of a durable subscription (POST /aep/subscriptions)
+// that a subscription.requested payload {"subscription_id": "sub_<ULID>"}
+// attaches the session to, or "".
+func attachID(payload json.RawMessage) string {
+	var p struct {
+		SubscriptionID string `json:"subscription_id"`
+	}
+	if json.Unmarshal(payload, &p) != nil || !strings.HasPrefix(p.SubscriptionID, "sub_") || len(p.SubscriptionID) != len("sub_")+ulid.EncodedSize {
+		return ""
+	}
+	return p.SubscriptionID
+}
+
+// attach opens the stream of the durable subscription id on this
+// connection, under the same claim and lease rules as its SSE stream (the
+// newest stream wins, on any node); acks and rejections sent on the socket
+// go through the tenant's journal.
+func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout+engine.LeaseTTL)
+	defer cancel()
+	defs, err := c.h.e.Subscriptions(ctx, c.tenant)
+	if err != nil {
+		c.log.Warn().Err(err).Msg("dialectd: websocket attach")
+		return nil, nil, &wsSubReject{msg: "the subscription store is not available", retryable: true}
+	}
+	def, ok := defs[id]
+	det := map[string]string{"subscription_id": id}
+	switch {
+	case !ok:
+		return nil, nil, &wsSubReject{msg: "no durable subscription " + id, details: det}
+	case def.Expired(time.Now()):
+		return nil, nil, &wsSubReject{msg: "subscription " + id + " expired", details: det}
+	}
+	f, err := filtering.ParseD(def.Filter)
+	if err != nil {
+		return nil, nil, &wsSubReject{msg: "the stored subscription is unreadable", details: det}
+	}
+	st := &streamState{tenant: c.tenant, mode: ModeAtLeastOnce}
+	if st.state, err = c.h.e.State(ctx, c.tenant); err != nil {
+		return nil, nil, &wsSubReject{msg: "the event log is not available", retryable: true}
+	}
+	req := engine.DurableRequest{
+		Tenant: c.tenant, SubscriptionID: id, Group: engine.SubscriptionGroup(c.tenant, id), Filter: f,
+		Policy: policyOf(c.h.cfg.AckPolicy, def), Queue: c.h.cfg.Queue, DeadLetter: encodeDeadLetter,
+	}
+	if def.ExpiresAt != nil {
+		req.ExpiresAt = *def.ExpiresAt
+	}
+	dur, err := c.h.e.OpenDurable(ctx, req)
+	if err != nil {
+		var held *engine.HeldError
+		if errors.As(err, &held) {
+			det["holder"] = held.Node
+		}
+		c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket attach")
+		return nil, nil, &wsSubReject{msg: "the subscription's stream could not be claimed: " + err.Error(), details: det, retryable: true}
+	}
+	st.frontier = st.fullFrontier(nil)
+	s := &wsSub{id: id, e: c.h.e, dur: dur, st: st, requested: ModeAtLeastOnce, attached: true, done: make(chan struct{})}
+	created := &wsSubCreated{SubscriptionID: id, Filter: def.Filter, CreatedAt: def.CreatedAt.Format(time.RFC3339Nano), DeliveryMode: ModeAtLeastOnce}
+	return s, created, nil
 }
 
 // err is why the subscription ended.
@@ -141,12 +209,31 @@ func (c *wsConn) settle(payload json.RawMessage, reject bool) {
 	}
 	c.subsMu.Lock()
 	var durs []*engine.DurableStream
+	var attached []string
 	for _, s := range c.subs {
 		if s.dur != nil {
 			durs = append(durs, s.dur)
 		}
+		if s.attached {
+			attached = append(attached, s.id)
+		}
 	}
 	c.subsMu.Unlock()
+	// an attached durable subscription's acks are made durable in the
+	// journal, for whichever node streams it next (applied here below)
+	for _, id := range attached {
+		ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout)
+		var err error
+		if reject {
+			err = c.h.e.JournalAcks(ctx, c.tenant, id, nil, []engine.Rejection{{Code: e.Code, Message: e.Message}}, []string{p.AcknowledgedEventID})
+		} else {
+			err = c.h.e.JournalAcks(ctx, c.tenant, id, []string{p.AcknowledgedEventID}, nil, nil)
+		}
+		cancel()
+		if err != nil {
+			c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket ack to the journal")
+		}
+	}
 	for _, d := range durs {
 		if reject {
 			d.Reject(p.AcknowledgedEventID, e.Code, e.Message)

@@ -22,7 +22,8 @@ type wsSub struct {
 	e         *engine.Engine
 	sub       *engine.Subscription  // best_effort, replayable
 	dur       *engine.DurableStream // at_least_once
-	group     string                // dur's consumer group, deleted when it ends
+	group     string                // dur's consumer group, deleted when it ends ("" for an attached durable subscription)
+	attached  bool                  // a durable subscription attached by id: acks go through the journal
 	st        *streamState
 	requested string      // the delivery_mode asked for
 	cancelled atomic.Bool // set by the reader before it closes sub
@@ -65,7 +66,15 @@ type wsSubReject struct {
 func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	c.nextSub++
 	id := fmt.Sprintf("sub_%04d", c.nextSub)
-	s, created, rej := c.startSub(id, payload)
+	var s *wsSub
+	var created *wsSubCreated
+	var rej *wsSubReject
+	if durable := attachID(payload); durable != "" {
+		id = durable
+		s, created, rej = c.attach(durable)
+	} else {
+		s, created, rej = c.startSub(id, payload)
+	}
 	if rej != nil {
 		filter := json.RawMessage(`{}`)
 		if p := bytes.TrimSpace(payload); len(p) > 0 && p[0] == '{' {

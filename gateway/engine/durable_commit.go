@@ -26,41 +26,53 @@ const MaxCommittedAttempts = 128
 // or dead-lettered) and, in the commit metadata, how far it had read
 // (ReadEnd) and the attempts made for each still pending offset between the
 // two. An offset in [Offset, ReadEnd) that is not in Attempts was done.
+// Journal is the offset of the checkpoint in the subscription journal the
+// commit reflects (-1: none) and Holder the epoch of the stream holding the
+// subscription (0: none).
 type partCommit struct {
 	Partition int32
 	Offset    int64
 	ReadEnd   int64
 	Attempts  map[int64]int
+	Journal   int64
+	Holder    int64
 }
 
 // commitMeta is "aep1:<topic tag hex>:<partitions>" (the cursor package's
 // commit metadata) followed, when there is read-ahead state, by
 // ":r=<readEnd-offset>:a=<delta>.<attempts>,..." with deltas from Offset,
-// ascending.
+// ascending, then ":j=<journal offset>" and ":h=<holder epoch>" when set.
 func commitMeta(tag cursor.TopicTag, parts int32, pc partCommit) string {
 	var b strings.Builder
 	b.WriteString("aep1:")
 	b.WriteString(hex.EncodeToString(tag[:]))
 	b.WriteByte(':')
 	b.WriteString(strconv.Itoa(int(parts)))
-	if pc.ReadEnd <= pc.Offset {
-		return b.String()
-	}
-	b.WriteString(":r=")
-	b.WriteString(strconv.FormatInt(pc.ReadEnd-pc.Offset, 10))
-	b.WriteString(":a=")
-	offs := make([]int64, 0, len(pc.Attempts))
-	for o := range pc.Attempts {
-		offs = append(offs, o)
-	}
-	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-	for i, o := range offs {
-		if i > 0 {
-			b.WriteByte(',')
+	if pc.ReadEnd > pc.Offset {
+		b.WriteString(":r=")
+		b.WriteString(strconv.FormatInt(pc.ReadEnd-pc.Offset, 10))
+		b.WriteString(":a=")
+		offs := make([]int64, 0, len(pc.Attempts))
+		for o := range pc.Attempts {
+			offs = append(offs, o)
 		}
-		b.WriteString(strconv.FormatInt(o-pc.Offset, 10))
-		b.WriteByte('.')
-		b.WriteString(strconv.Itoa(pc.Attempts[o]))
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for i, o := range offs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatInt(o-pc.Offset, 10))
+			b.WriteByte('.')
+			b.WriteString(strconv.Itoa(pc.Attempts[o]))
+		}
+	}
+	if pc.Journal >= 0 {
+		b.WriteString(":j=")
+		b.WriteString(strconv.FormatInt(pc.Journal, 10))
+	}
+	if pc.Holder > 0 {
+		b.WriteString(":h=")
+		b.WriteString(strconv.FormatInt(pc.Holder, 10))
 	}
 	return b.String()
 }
@@ -69,7 +81,7 @@ func commitMeta(tag cursor.TopicTag, parts int32, pc partCommit) string {
 // tool wrote; the read-ahead state is then empty (every event from the
 // committed offset on is delivered as new).
 func parseCommitMeta(meta string, off int64) (tag cursor.TopicTag, parts int32, pc partCommit, ok bool) {
-	pc = partCommit{Offset: off, ReadEnd: off}
+	pc = partCommit{Offset: off, ReadEnd: off, Journal: -1}
 	f := strings.Split(meta, ":")
 	if len(f) < 3 || f[0] != "aep1" {
 		return tag, 0, pc, false
@@ -81,20 +93,36 @@ func parseCommitMeta(meta string, off int64) (tag cursor.TopicTag, parts int32, 
 	}
 	copy(tag[:], b)
 	parts = int32(n)
-	if len(f) != 5 || !strings.HasPrefix(f[3], "r=") || !strings.HasPrefix(f[4], "a=") {
-		return tag, parts, pc, true
+	var r int64
+	var list string
+	hasList := false
+	for _, kv := range f[3:] {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "r":
+			r, _ = strconv.ParseInt(v, 10, 64)
+		case "a":
+			list, hasList = v, true
+		case "j":
+			if j, err := strconv.ParseInt(v, 10, 64); err == nil && j >= 0 {
+				pc.Journal = j
+			}
+		case "h":
+			if h, err := strconv.ParseInt(v, 10, 64); err == nil && h > 0 {
+				pc.Holder = h
+			}
+		}
 	}
-	r, err := strconv.ParseInt(f[3][2:], 10, 64)
-	if err != nil || r <= 0 || r > 1<<40 {
+	if !hasList || r <= 0 || r > 1<<40 {
 		return tag, parts, pc, true
 	}
 	att := map[int64]int{}
-	if list := f[4][2:]; list != "" {
+	if list != "" {
 		for _, e := range strings.Split(list, ",") {
 			d, a, found := strings.Cut(e, ".")
 			dv, err1 := strconv.ParseInt(d, 10, 64)
 			av, err2 := strconv.Atoi(a)
-			if !found || err1 != nil || err2 != nil || dv < 0 || dv >= r || av <= 0 || len(att) >= MaxCommittedAttempts {
+			if !found || err1 != nil || err2 != nil || dv < 0 || dv >= r || av < 0 || len(att) >= MaxCommittedAttempts {
 				return tag, parts, pc, true // damaged: deliver everything again as new
 			}
 			att[off+dv] = av

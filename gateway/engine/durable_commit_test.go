@@ -11,11 +11,14 @@ func TestCommitMetaRoundTrip(t *testing.T) {
 	for _, pc := range []partCommit{
 		{Partition: 0, Offset: 10, ReadEnd: 10},
 		{Partition: 3, Offset: 10, ReadEnd: 25, Attempts: map[int64]int{10: 1, 17: 3, 24: 2}},
-		{Partition: 1, Offset: 0, ReadEnd: 5, Attempts: map[int64]int{}},
+		{Partition: 1, Offset: 0, ReadEnd: 5, Attempts: map[int64]int{}, Journal: -1},
+		{Partition: 2, Offset: 7, ReadEnd: 9, Attempts: map[int64]int{7: 0, 8: 2}, Journal: 0, Holder: 1},
+		{Partition: 2, Offset: 7, ReadEnd: 7, Journal: 123456, Holder: 99},
 	} {
 		meta := commitMeta(tag, 12, pc)
 		gotTag, parts, got, ok := parseCommitMeta(meta, pc.Offset)
-		if !ok || gotTag != tag || parts != 12 || got.ReadEnd != pc.ReadEnd || len(got.Attempts) != len(pc.Attempts) {
+		if !ok || gotTag != tag || parts != 12 || got.ReadEnd != pc.ReadEnd || len(got.Attempts) != len(pc.Attempts) ||
+			got.Journal != pc.Journal || got.Holder != pc.Holder {
 			t.Fatalf("%q: %v %v %d %+v", meta, ok, gotTag, parts, got)
 		}
 		for o, n := range pc.Attempts {
@@ -44,7 +47,7 @@ func FuzzParseCommitMeta(f *testing.F) {
 			t.Fatalf("%q: %+v", meta, pc)
 		}
 		for o, n := range pc.Attempts {
-			if o < pc.Offset || o >= pc.ReadEnd || n <= 0 {
+			if o < pc.Offset || o >= pc.ReadEnd || n < 0 {
 				t.Fatalf("%q: attempt entry %d=%d outside [%d,%d)", meta, o, n, pc.Offset, pc.ReadEnd)
 			}
 		}

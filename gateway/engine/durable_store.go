@@ -3,9 +3,13 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
@@ -62,69 +66,191 @@ func (e *Engine) writeDef(ctx context.Context, t tenant.Tenant, id string, value
 	return nil
 }
 
-// Subscriptions reads every live definition of the tenant's subscriptions
-// topic (from its start to the end offsets listed first), by ID.
+// Subscriptions returns every live definition of the tenant's
+// subscriptions topic, by ID, as of its end offsets now: the node's
+// follower of the topic (one consumer per tenant, started on first use)
+// has read at least that far, so a create on any node is seen at once.
 func (e *Engine) Subscriptions(ctx context.Context, t tenant.Tenant) (map[string]SubscriptionDef, error) {
+	f, err := e.defsFor(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := e.endOffsets(ctx, f.topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, ps := range ends {
+		for p, lo := range ps {
+			if err := f.prog.waitPast(ctx, p, lo.Offset); err != nil {
+				return nil, fmt.Errorf("engine: read %s: %w", f.topic, err)
+			}
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]SubscriptionDef, len(f.defs))
+	for id, def := range f.defs {
+		out[id] = def
+	}
+	return out, nil
+}
+
+// defsFollower is this node's reader of one tenant's subscriptions topic.
+type defsFollower struct {
+	topic string
+	prog  *readProgress
+	mu    sync.Mutex
+	defs  map[string]SubscriptionDef
+	gone  map[string]bool // deleted: their groups are deleted by the janitor
+}
+
+func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, error) {
 	if err := e.ensure(ctx, t); err != nil {
 		return nil, err
 	}
+	e.jmu.Lock()
+	defer e.jmu.Unlock()
+	if f := e.defs[t.String()]; f != nil {
+		return f, nil
+	}
 	topic := e.cfg.Naming.Subscriptions(t.String())
-	ends, err := e.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
-	}
-	starts, err := e.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("engine: start offsets of %s: %w", topic, err)
-	}
-	want := map[int32]int64{}
-	offs := map[int32]kgo.Offset{}
-	for p, lo := range ends[topic] {
-		if so, ok := starts.Lookup(topic, p); ok && lo.Offset > so.Offset {
-			want[p] = lo.Offset
-			offs[p] = kgo.NewOffset().At(so.Offset)
-		}
-	}
-	defs := map[string]SubscriptionDef{}
-	if len(want) == 0 {
-		return defs, nil
-	}
+	f := &defsFollower{topic: topic, prog: newReadProgress(), defs: map[string]SubscriptionDef{}, gone: map[string]bool{}}
 	opts := append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: subscriptions client: %w", err)
 	}
-	defer cl.Close()
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("engine: read %s: %w", topic, err)
+	e.goMu.Lock()
+	if e.goClosed {
+		e.goMu.Unlock()
+		cl.Close()
+		return nil, ErrClosed
+	}
+	e.wg.Add(2)
+	e.goMu.Unlock()
+	e.defs[t.String()] = f
+	go e.followDefs(t, f, cl)
+	go e.janitor(t, f)
+	return f, nil
+}
+
+// endDeleted ends the streams this node holds of deleted subscriptions
+// (with ErrDeleted), whichever node took the DELETE.
+func (e *Engine) endDeleted(t tenant.Tenant, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	e.jmu.Lock()
+	j := e.journals[t.String()]
+	e.jmu.Unlock()
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range ids {
+		for w := range j.watch[id] {
+			if w.stream != nil {
+				w.stream.end(ErrDeleted)
+			}
 		}
+	}
+}
+
+// JanitorInterval is how often each node removes what expired and deleted
+// subscriptions leave: an expired definition gets its tombstone, and the
+// consumer group of every deleted one is deleted (the journal's records of
+// them go with its retention).
+var JanitorInterval = time.Minute
+
+// maxGone bounds the deleted subscriptions waiting for the janitor.
+const maxGone = 1 << 14
+
+func (e *Engine) janitor(t tenant.Tenant, f *defsFollower) {
+	defer e.wg.Done()
+	tk := time.NewTicker(JanitorInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tk.C:
+		}
+		now := time.Now()
+		var expired, gone []string
+		f.mu.Lock()
+		for id, def := range f.defs {
+			if def.Expired(now) {
+				expired = append(expired, id)
+			}
+		}
+		for id := range f.gone {
+			gone = append(gone, id)
+		}
+		f.mu.Unlock()
+		ctx, cancel := context.WithTimeout(e.ctx, JanitorInterval/2)
+		for _, id := range expired {
+			if err := e.writeDef(ctx, t, id, nil); err != nil && ctx.Err() == nil {
+				e.cfg.Logger.Warn().Err(err).Str("subscription", id).Msg("engine: tombstone of an expired subscription")
+			}
+		}
+		if len(gone) > 0 {
+			groups := make([]string, len(gone))
+			for i, id := range gone {
+				groups[i] = SubscriptionGroup(t, id)
+			}
+			resps, err := e.adm.DeleteGroups(ctx, groups...)
+			if err == nil {
+				f.mu.Lock()
+				for _, r := range resps {
+					if r.Err == nil || errors.Is(r.Err, kerr.GroupIDNotFound) {
+						delete(f.gone, strings.TrimPrefix(r.Group, SubscriptionGroup(t, "")))
+					}
+				}
+				f.mu.Unlock()
+			}
+		}
+		cancel()
+	}
+}
+
+func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
+	defer e.wg.Done()
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(e.ctx)
+		if e.ctx.Err() != nil || fs.IsClientClosed() {
+			f.prog.set(nil, ErrClosed)
+			return
+		}
+		next := map[int32]int64{}
+		var deleted []string
+		f.mu.Lock()
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
+			next[r.Partition] = r.Offset + 1
 			if r.Value == nil {
-				delete(defs, string(r.Key))
+				if _, ok := f.defs[string(r.Key)]; ok {
+					deleted = append(deleted, string(r.Key))
+					if len(f.gone) < maxGone {
+						f.gone[string(r.Key)] = true
+					}
+				}
+				delete(f.defs, string(r.Key))
 				continue
 			}
 			var def SubscriptionDef
 			if json.Unmarshal(r.Value, &def) != nil || def.ID != string(r.Key) {
-				e.cfg.Logger.Warn().Str("topic", topic).Int64("offset", r.Offset).Msg("engine: unreadable subscription definition skipped")
+				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("engine: unreadable subscription definition skipped")
 				continue
 			}
-			defs[def.ID] = def
+			f.defs[def.ID] = def
 		}
+		f.mu.Unlock()
+		f.prog.set(next, nil)
+		e.endDeleted(t, deleted)
 	}
-	return defs, nil
 }
 
 // DeleteGroup deletes a durable stream's consumer group (its committed

@@ -3,6 +3,7 @@ package engine
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -23,6 +25,10 @@ import (
 
 // ErrExpired ends a durable stream whose subscription reached expires_at.
 var ErrExpired = errors.New("engine: subscription expired")
+
+// ErrDeleted ends a durable stream whose subscription was deleted (on any
+// node).
+var ErrDeleted = errors.New("engine: subscription deleted")
 
 // AckPolicy is the redelivery policy of an at_least_once subscription
 // (D reliability.md "Retry Policy"; zero fields take its defaults).
@@ -149,11 +155,14 @@ type pending struct {
 }
 
 type partState struct {
-	next    int64 // next offset to process
-	blocked bool  // window full: fetching paused, records ignored
-	readEnd int64 // resume state: offsets below were read by an earlier stream
-	prior   map[int64]int
-	pending []*pending // in offset order; settled entries removed lazily
+	next     int64 // next offset to process
+	blocked  bool  // window full: fetching paused, records ignored
+	readEnd  int64 // resume state: offsets below were read by an earlier stream
+	hw       int64 // resume state: offsets in [readEnd, hw) not in prior were delivered once
+	prior    map[int64]int
+	priorRej map[int64]*Rejection
+	reserved int64      // the high-water this stream recorded in the journal
+	pending  []*pending // in offset order; settled entries removed lazily
 }
 
 // DurableStream is the stream of one durable at_least_once subscription on
@@ -185,6 +194,16 @@ type DurableStream struct {
 	stats      DurableStats
 	lastCommit []string
 	ended      bool // the reader has stopped: acks are refused
+	// ids acknowledged or rejected before the stream reached their offset
+	// (below an earlier holder's high-water); bounded by maxBufferedAcks
+	ackedAhead map[string]bool
+	rejAhead   map[string]*Rejection
+
+	j      *journal
+	w      *watcher
+	epoch  int64
+	fenced atomic.Bool // a newer claim was seen, or the subscription deleted: deliver nothing more
+	endWhy atomic.Pointer[error]
 
 	closeOnce sync.Once
 }
@@ -218,7 +237,32 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 		return nil, err
 	}
 	topic := e.cfg.Naming.Events(req.Tenant.String())
-	cur, pcs, found, err := fetchDurable(ctx, e.adm, req.Group, topic)
+	j, w, tk, err := e.claim(ctx, req, topic, st.ID.Tag(), st.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.openClaimed(ctx, req, st, topic, j, w, tk)
+	if err != nil {
+		e.abandon(j, w, req.SubscriptionID)
+		return nil, err
+	}
+	return s, nil
+}
+
+// abandon gives up a claim that did not become a stream.
+func (e *Engine) abandon(j *journal, w *watcher, sub string) {
+	j.unregister(w)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = j.produce(ctx, sub, j.partition(sub), journalRecord{T: jRelease, Node: e.node, Epoch: w.epoch})
+}
+
+func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
+	q := req.Queue
+	if q <= 0 {
+		q = e.cfg.Queue
+	}
+	cur, _, found, err := fetchDurable(ctx, e.adm, req.Group, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -241,15 +285,18 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 		q: queue.New[DurableDelivery](q), done: make(chan struct{}),
 		tr: cursor.NewAckTracker(req.Window), ps: make([]partState, st.Partitions),
 		byID: map[string][]*pending{}, seq: req.Sequence,
+		ackedAhead: tk.acked, rejAhead: tk.rejected, j: j, w: w, epoch: w.epoch,
 	}
 	offs := make(map[int32]kgo.Offset, len(start))
 	for p, o := range start {
 		if err := s.tr.Assign(int32(p), o); err != nil {
 			return nil, err
 		}
-		s.ps[p].next, s.ps[p].readEnd = o, o
-		if pc, ok := pcs[int32(p)]; ok && pc.Offset == o && pc.ReadEnd > o {
-			s.ps[p].readEnd, s.ps[p].prior = pc.ReadEnd, pc.Attempts
+		ps := &s.ps[p]
+		ps.next, ps.readEnd, ps.hw, ps.reserved = o, o, o, o
+		if jp := tk.parts[int32(p)]; jp != nil && jp.C == o && jp.H > o {
+			ps.readEnd, ps.hw, ps.prior, ps.priorRej = max(jp.R, o), max(jp.H, jp.R, o), jp.A, jp.X
+			ps.reserved = ps.hw
 		}
 		offs[int32(p)] = kgo.NewOffset().At(o)
 	}
@@ -268,6 +315,7 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	e.metrics.durable.Inc()
 	e.lag.track(s)
 	e.goMu.Unlock()
+	j.attach(w, s)
 	go s.run(rctx)
 	return s, nil
 }
@@ -281,9 +329,24 @@ func (e *Engine) CommitStart(ctx context.Context, t tenant.Tenant, group string,
 	if err != nil || found {
 		return err
 	}
+	// the journal from here on holds everything of the subscription
+	jr, err := e.journalFor(ctx, t)
+	if err != nil {
+		return err
+	}
+	ends, err := e.endOffsets(ctx, jr.topic)
+	if err != nil {
+		return err
+	}
+	from := int64(-1)
+	ends.Each(func(lo kadm.ListedOffset) {
+		if from < 0 || lo.Offset < from {
+			from = lo.Offset
+		}
+	})
 	pcs := make([]partCommit, 0, len(start))
 	for _, po := range start {
-		pcs = append(pcs, partCommit{Partition: po.Partition, Offset: po.Offset, ReadEnd: po.Offset})
+		pcs = append(pcs, partCommit{Partition: po.Partition, Offset: po.Offset, ReadEnd: po.Offset, Journal: from})
 	}
 	return commitDurable(ctx, e.adm, group, topic, st.ID.Tag(), st.Partitions, pcs)
 }
@@ -311,6 +374,10 @@ func (s *DurableStream) Close() {
 	})
 }
 
+// Epoch is the stream's claim: its offset in the subscription journal + 1.
+// A newer stream of the subscription has a higher epoch.
+func (s *DurableStream) Epoch() int64 { return s.epoch }
+
 // Done is closed when the stream's reader has ended.
 func (s *DurableStream) Done() <-chan struct{} { return s.done }
 
@@ -328,28 +395,19 @@ func (s *DurableStream) Stats() DurableStats {
 // Ack settles every pending delivery of the event with this id (a
 // duplicate or late ack is OutcomeUnknown and harmless).
 func (s *DurableStream) Ack(eventID string) AckOutcome {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return OutcomeClosed
-	}
-	list := s.byID[eventID]
-	if len(list) == 0 {
-		return OutcomeUnknown
-	}
-	delete(s.byID, eventID)
-	for _, pe := range list {
-		s.settleLocked(pe)
-		s.stats.Acked++
-		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
-	}
-	s.wakeLocked()
-	return OutcomeApplied
+	return s.settleByID(eventID, nil)
 }
 
 // Reject dead-letters the event with this id with the consumer's error: a
 // rejection is final.
 func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
+	return s.settleByID(eventID, &Rejection{Code: code, Message: message})
+}
+
+// settleByID acknowledges (rej nil) or rejects the pending deliveries of
+// eventID. An id not pending is remembered while an earlier holder's
+// read-ahead is not reached yet: its event may still come from there.
+func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -357,13 +415,20 @@ func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 	}
 	list := s.byID[eventID]
 	if len(list) == 0 {
+		s.rememberLocked(eventID, rej)
 		return OutcomeUnknown
 	}
 	delete(s.byID, eventID)
 	now := s.req.clock()
 	for _, pe := range list {
+		if rej == nil {
+			tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
+			s.settleLocked(pe)
+			s.stats.Acked++
+			continue
+		}
 		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
-		pe.rejected = &Rejection{Code: code, Message: message}
+		pe.rejected = rej
 		pe.due = now
 		if pe.hidx >= 0 {
 			heap.Fix(&s.due, pe.hidx)
@@ -372,7 +437,48 @@ func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
 		}
 	}
 	s.wakeLocked()
-	return OutcomeRejected
+	if rej != nil {
+		return OutcomeRejected
+	}
+	return OutcomeApplied
+}
+
+func (s *DurableStream) rememberLocked(eventID string, rej *Rejection) {
+	ahead := false
+	for p := range s.ps {
+		ahead = ahead || s.ps[p].next < s.ps[p].hw
+	}
+	if !ahead || len(s.ackedAhead)+len(s.rejAhead) >= maxBufferedAcks {
+		return
+	}
+	if rej == nil {
+		s.ackedAhead[eventID] = true
+	} else {
+		s.rejAhead[eventID] = rej
+	}
+}
+
+// applyJournal applies acks and rejections posted on any node.
+func (s *DurableStream) applyJournal(rec journalRecord) {
+	if rec.Node != s.e.node && !rec.At.IsZero() {
+		defer func() { s.e.metrics.ackLag.Observe(time.Since(rec.At).Seconds()) }()
+	}
+	for _, id := range rec.Acks {
+		s.settleByID(id, nil)
+	}
+	for _, r := range rec.Rejects {
+		s.settleByID(r.ID, &Rejection{Code: r.Code, Message: r.Message})
+	}
+}
+
+// fence stops the stream: a newer claim was seen.
+func (s *DurableStream) fence() { s.end(ErrTakenOver) }
+
+// end stops the stream with why as its Err (the first reason wins).
+func (s *DurableStream) end(why error) {
+	s.endWhy.CompareAndSwap(nil, &why)
+	s.fenced.Store(true)
+	s.cancel()
 }
 
 // settleLocked marks pe done in the tracker and drops its timer.
@@ -403,15 +509,26 @@ func (s *DurableStream) run(ctx context.Context) {
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
 	s.mu.Unlock()
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if cerr := s.commit(cctx); cerr != nil {
-		s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
+	s.unsend()
+	s.j.unregister(s.w) // no more acks from the journal: the next holder applies them
+	if !errors.Is(err, ErrLeaseLost) {
+		// a lost lease may already be someone else's: neither commit nor release
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if cerr := s.commitAs(cctx, 0); cerr != nil {
+			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
+		}
+		sub := s.req.SubscriptionID
+		if _, rerr := s.j.produce(cctx, sub, s.j.partition(sub), journalRecord{T: jRelease, Node: s.e.node, Epoch: s.epoch}); rerr != nil {
+			s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("engine: release")
+		}
+		cancel()
 	}
-	cancel()
 	s.cl.Close()
 	if ctx.Err() != nil && err == ctx.Err() {
 		err = nil
-		if s.e.ctx.Err() != nil {
+		if why := s.endWhy.Load(); why != nil {
+			err = *why
+		} else if s.e.ctx.Err() != nil {
 			err = ErrClosed
 		}
 	}
@@ -433,7 +550,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 			return ErrExpired
 		}
 		out = s.fire(ctx, now, out[:0])
-		if err := s.send(ctx, out); err != nil {
+		if err := s.reserveAndSend(ctx, out); err != nil {
 			return err
 		}
 		if now.Sub(lastCommit) >= s.req.CommitInterval {
@@ -457,7 +574,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 			}
 		})
 		out = s.read(fs, s.req.clock(), out[:0])
-		if err := s.send(ctx, out); err != nil {
+		if err := s.reserveAndSend(ctx, out); err != nil {
 			return err
 		}
 	}
@@ -531,14 +648,25 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 			continue
 		}
 		attempts := 1
-		if r.Offset < ps.readEnd {
+		var rej *Rejection
+		if r.Offset < ps.hw {
+			// an earlier holder may have delivered it: a repeat, marked
 			n, was := ps.prior[r.Offset]
-			if !was {
+			if !was && r.Offset >= ps.readEnd {
+				n, was = 1, true // delivered once, after its last checkpoint
+			}
+			if !was || s.ackedAhead[attrs.ID] {
+				delete(s.ackedAhead, attrs.ID)
 				_ = s.tr.Filtered(p, r.Offset) // settled by an earlier stream
 				continue
 			}
 			delete(ps.prior, r.Offset)
 			attempts = n + 1
+			if rej = ps.priorRej[r.Offset]; rej == nil {
+				rej = s.rejAhead[attrs.ID]
+			}
+			delete(ps.priorRej, r.Offset)
+			delete(s.rejAhead, attrs.ID)
 		}
 		ev := &Event{Record: r, Attrs: attrs}
 		attrs.Ext = nil
@@ -547,10 +675,12 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		trimSettled(ps)
 		ps.pending = append(ps.pending, pe)
 		s.byID[ev.Attrs.ID] = append(s.byID[ev.Attrs.ID], pe)
-		if attempts > s.req.Policy.MaxAttempts {
-			// its last attempt went unacknowledged on an earlier stream
-			pe.attempts = s.req.Policy.MaxAttempts
-			pe.rejected = &Rejection{Exhausted: true}
+		if rej != nil || attempts > s.req.Policy.MaxAttempts {
+			// rejected, or its last attempt went unacknowledged, on an earlier stream
+			pe.attempts = min(attempts-1, s.req.Policy.MaxAttempts)
+			if pe.rejected = rej; rej == nil {
+				pe.rejected = &Rejection{Exhausted: true}
+			}
 			pe.due = now
 			heap.Push(&s.due, pe)
 			continue
@@ -686,10 +816,131 @@ func (s *DurableStream) dropIDLocked(pe *pending) {
 	}
 }
 
+// unsend takes back what is still in the stream's queue: the consumer
+// never got it, so its attempt is not counted (attempts 0 is "pending,
+// never delivered": the next holder delivers it as new). The consumer may
+// take from the queue at the same time; each delivery goes to one of them,
+// and the End that follows wakes the consumer.
+func (s *DurableStream) unsend() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		d, ok, _ := s.q.Next()
+		if !ok {
+			return
+		}
+		s.unsendLocked([]DurableDelivery{d})
+	}
+}
+
+// unsendLocked uncounts the attempts of deliveries that never reached the
+// consumer.
+func (s *DurableStream) unsendLocked(out []DurableDelivery) {
+	for _, d := range out {
+		if d.Kind != DurableEvent {
+			continue
+		}
+		for _, pe := range s.ps[d.Event.Record.Partition].pending {
+			if pe.ev == d.Event && !pe.settled {
+				// attempts only grow and leave in order: from this one on
+				// none was delivered
+				pe.attempts = min(pe.attempts, d.Attempt-1)
+			}
+		}
+	}
+}
+
+// reserveChunk is how many deliveries one journal reservation covers: a
+// takeover marks at most that many (plus what sat in the consumer's
+// buffers) as repeats that the consumer may never have seen.
+const reserveChunk = 512
+
+// reserveAndSend records in the journal, before anything of out reaches
+// the consumer, the high-water of what this stream may have delivered and
+// the attempts of redeliveries (a later holder marks those as repeats),
+// chunk by chunk; it refuses to send when the stream was fenced or lost
+// its lease.
+func (s *DurableStream) reserveAndSend(ctx context.Context, out []DurableDelivery) error {
+	for len(out) > 0 {
+		n := min(len(out), reserveChunk)
+		err := s.reserve(ctx, out[:n])
+		if err == nil && s.fenced.Load() {
+			err = ctx.Err()
+		}
+		if err != nil {
+			s.mu.Lock()
+			s.unsendLocked(out)
+			s.mu.Unlock()
+			return err
+		}
+		if err := s.send(ctx, out[:n]); err != nil {
+			s.mu.Lock()
+			s.unsendLocked(out[n:])
+			s.mu.Unlock()
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+func (s *DurableStream) reserve(ctx context.Context, out []DurableDelivery) error {
+	s.j.mu.Lock()
+	renewOK := s.w.renewOK
+	s.j.mu.Unlock()
+	if time.Since(renewOK) > LeaseHold {
+		return ErrLeaseLost
+	}
+	rec := journalRecord{T: jDeliver, Node: s.e.node, Epoch: s.epoch}
+	s.mu.Lock()
+	for _, d := range out {
+		if d.Kind != DurableEvent {
+			continue
+		}
+		p, o := d.Event.Record.Partition, d.Event.Record.Offset
+		if o >= s.ps[p].reserved {
+			if rec.HW == nil {
+				rec.HW = map[int32]int64{}
+			}
+			rec.HW[p] = max(rec.HW[p], o+1)
+			if d.Attempt < 2 {
+				continue // a first read: the high-water says "delivered once"
+			}
+		}
+		// below the reserved high-water (an earlier holder's range, or a
+		// redelivery) the attempt is recorded itself: a checkpoint may list
+		// the offset as never delivered
+		if rec.Att == nil {
+			rec.Att = map[int32]map[int64]int{}
+		}
+		if rec.Att[p] == nil {
+			rec.Att[p] = map[int64]int{}
+		}
+		rec.Att[p][o] = d.Attempt
+	}
+	s.mu.Unlock()
+	if rec.HW == nil && rec.Att == nil {
+		return nil
+	}
+	sub := s.req.SubscriptionID
+	if _, err := s.j.produce(ctx, sub, s.j.partition(sub), rec); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for p, hw := range rec.HW {
+		s.ps[p].reserved = max(s.ps[p].reserved, hw)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
 // send hands out to the consumer in order, waiting for room.
 func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
-	for _, d := range out {
+	for i, d := range out {
 		if err := s.q.Push(ctx, d); err != nil {
+			s.mu.Lock()
+			s.unsendLocked(out[i:])
+			s.mu.Unlock()
 			return err
 		}
 		if d.Kind == DurableEvent {
@@ -699,62 +950,79 @@ func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 	return nil
 }
 
-// commit stores the committable offset of every partition with the read
-// end and the attempts of pending offsets, when it changed.
-func (s *DurableStream) commit(ctx context.Context) error {
+// commit checkpoints the stream's state as the holder.
+func (s *DurableStream) commit(ctx context.Context) error { return s.commitAs(ctx, s.epoch) }
+
+// commitAs checkpoints, when it changed, the committable offset of every
+// partition with the read end, the reserved high-water and the attempts of
+// pending offsets in the journal, then commits it to the group with holder
+// h (0: released).
+func (s *DurableStream) commitAs(ctx context.Context, h int64) error {
 	s.mu.Lock()
-	pcs := make([]partCommit, 0, len(s.ps))
-	keys := make([]string, len(s.ps))
+	jps := make([]journalPart, 0, len(s.ps))
 	for p := range s.ps {
 		ps := &s.ps[p]
 		off, ok := s.tr.Committable(int32(p))
 		if !ok {
 			continue
 		}
-		pc := partCommit{Partition: int32(p), Offset: off, ReadEnd: ps.next, Attempts: map[int64]int{}}
+		jp := journalPart{P: int32(p), C: off, R: max(ps.next, ps.readEnd, off), A: map[int64]int{}}
+		jp.H = max(jp.R, ps.hw)
 		for _, pe := range ps.pending {
 			if pe.settled || pe.ev.Record.Offset < off {
 				continue
 			}
-			if len(pc.Attempts) == MaxCommittedAttempts {
-				pc.ReadEnd = pe.ev.Record.Offset // later ones are delivered as new
-				break
-			}
-			pc.Attempts[pe.ev.Record.Offset] = pe.attempts
-		}
-		// offsets read by an earlier stream and not reached yet keep their state
-		if ps.readEnd > ps.next && len(pc.Attempts) < MaxCommittedAttempts && pc.ReadEnd == ps.next {
-			pc.ReadEnd = ps.readEnd
-			for o, n := range ps.prior {
-				if len(pc.Attempts) == MaxCommittedAttempts {
-					pc.ReadEnd = ps.next
-					break
+			jp.A[pe.ev.Record.Offset] = pe.attempts
+			if pe.rejected != nil && !pe.rejected.Exhausted {
+				if jp.X == nil {
+					jp.X = map[int64]*Rejection{}
 				}
-				pc.Attempts[o] = n
+				jp.X[pe.ev.Record.Offset] = pe.rejected
 			}
 		}
-		if pc.ReadEnd <= pc.Offset {
-			pc.ReadEnd = pc.Offset
+		// offsets an earlier holder reserved and not reached yet keep their state
+		for o, n := range ps.prior {
+			if o >= ps.next {
+				jp.A[o] = n
+			}
 		}
-		keys[p] = commitMeta(s.tag, s.parts, pc) + "@" + fmt.Sprint(off)
-		pcs = append(pcs, pc)
+		for o, r := range ps.priorRej {
+			if o >= ps.next {
+				if jp.X == nil {
+					jp.X = map[int64]*Rejection{}
+				}
+				jp.X[o] = r
+			}
+		}
+		jps = append(jps, jp)
 	}
-	same := len(s.lastCommit) == len(keys)
-	for i := range keys {
-		if same && s.lastCommit[i] != keys[i] {
-			same = false
-		}
+	rec := journalRecord{T: jCkpt, Node: s.e.node, Epoch: s.epoch, Parts: jps}
+	for id := range s.ackedAhead {
+		rec.Acks = append(rec.Acks, id)
+	}
+	for id, r := range s.rejAhead {
+		rec.Rejects = append(rec.Rejects, journalRejection{ID: id, Code: r.Code, Message: r.Message})
 	}
 	s.mu.Unlock()
-	if same {
-		return nil
-	}
-	if err := commitDurable(ctx, s.e.adm, s.req.Group, s.topic, s.tag, s.parts, pcs); err != nil {
+	key, err := json.Marshal(struct {
+		R journalRecord
+		H int64
+	}{rec, h})
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.lastCommit = keys
-	s.mu.Unlock()
+	if len(s.lastCommit) == 1 && s.lastCommit[0] == string(key) {
+		return nil
+	}
+	sub := s.req.SubscriptionID
+	off, err := s.j.produce(ctx, sub, s.j.partition(sub), rec)
+	if err != nil {
+		return err
+	}
+	if err := commitDurable(ctx, s.e.adm, s.req.Group, s.topic, s.tag, s.parts, commitsOf(jps, off, h)); err != nil {
+		return err
+	}
+	s.lastCommit = []string{string(key)} // only the stream's goroutine commits
 	return nil
 }
 

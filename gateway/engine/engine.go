@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -66,7 +67,12 @@ type Config struct {
 	// buffer whatever the topic holds (a single batch larger than it is
 	// still fetched whole). Zero means DefaultReaderFetchBytes.
 	ReaderFetchBytes int32
-	Logger           zerolog.Logger
+	// ReplicationFactor of the topics the engine creates itself (the
+	// subscription journal). Zero means -1: the broker's default.
+	ReplicationFactor int16
+	// NodeID names this node in stream claims; empty means a random one.
+	NodeID string
+	Logger zerolog.Logger
 	// Registerer receives the engine's metrics (aep_delivery_*). Nil
 	// leaves them unregistered.
 	Registerer prometheus.Registerer
@@ -99,6 +105,11 @@ type Engine struct {
 	mu     sync.Mutex
 	tails  map[string]*tail // by topic; guarded by mu
 	closed bool             // guarded by mu
+
+	node     string                   // this node in stream claims
+	jmu      sync.Mutex               // never held with mu or a stream's mu
+	journals map[string]*journal      // by tenant; guarded by jmu
+	defs     map[string]*defsFollower // by tenant; guarded by jmu
 }
 
 // NewEngine validates cfg and returns an Engine. Its Kafka connections are
@@ -126,14 +137,27 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
 	}
+	if cfg.ReplicationFactor == 0 {
+		cfg.ReplicationFactor = -1
+	}
+	node := cfg.NodeID
+	if node == "" {
+		node = "node-" + ulid.Make().String()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &Engine{cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel, tails: map[string]*tail{}}
+	e := &Engine{
+		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
+		tails: map[string]*tail{}, node: node, journals: map[string]*journal{}, defs: map[string]*defsFollower{},
+	}
 	e.lag = newLagCollector(e, cfg.SubscriptionLagTop)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(e.lag)
 	}
 	return e, nil
 }
+
+// NodeID names this node in stream claims.
+func (e *Engine) NodeID() string { return e.node }
 
 // Request describes one subscription.
 type Request struct {

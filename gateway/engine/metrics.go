@@ -19,6 +19,8 @@ type metrics struct {
 	redelivered   *prometheus.CounterVec // tenant: at_least_once redeliveries
 	deadLettered  *prometheus.CounterVec // tenant: events written to the dead-letter topic
 	tenants       *tenantLabels
+	refusals      *prometheus.CounterVec
+	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
@@ -33,9 +35,15 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total",
 			Help: "Events dead-lettered (attempts exhausted or rejected by the consumer), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
 		tenants: newTenantLabels(maxTenants),
+		ackLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aep_delivery_remote_ack_seconds",
+			Help:    "Acks and rejections posted on another node: from their journal write to their application by the stream holder here.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered)
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
 	}
 	return m
 }
@@ -86,3 +94,6 @@ func (l *tenantLabels) label(t string) string {
 	l.seen[t] = struct{}{}
 	return t
 }
+
+// Refused counts a request refused by limit (aep_delivery_refusals_total).
+func (e *Engine) Refused(limit string) { e.metrics.refusals.WithLabelValues(limit).Inc() }
