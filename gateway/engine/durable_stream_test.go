@@ -52,7 +52,10 @@ func openDurable(t *testing.T, e *Engine, group string, pol AckPolicy, window in
 
 func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream {
 	t.Helper()
-	req.Tenant, req.SubscriptionID, req.Filter, req.CommitInterval = testTenantT, "sub_t", mustFilter(t, "types=task.*"), 20*time.Millisecond
+	req.Tenant, req.Filter, req.CommitInterval = testTenantT, mustFilter(t, "types=task.*"), 20*time.Millisecond
+	if req.SubscriptionID == "" {
+		req.SubscriptionID = "sub_t" // one stream of a subscription at a time: tests of two set their own
+	}
 	req.DeadLetter = testDeadLetterCodec
 	s, err := e.OpenDurable(context.Background(), req)
 	if err != nil {

@@ -77,8 +77,10 @@ func TestLagRedeliveryAndDeadLetterMetricsMove(t *testing.T) {
 	startDurable(t, e, busy)
 	// Both streams take every task.* event; the quiet one's consumer never
 	// acknowledges (and its ack timeout is long), so its lag stays.
-	openDurableReq(t, e, DurableRequest{Group: quiet, Policy: AckPolicy{AckTimeout: time.Hour}})
-	s := openDurableReq(t, e, DurableRequest{Group: busy, Policy: AckPolicy{AckTimeout: 300 * time.Millisecond, MaxAttempts: 10, Backoff: time.Millisecond}})
+	// Two subscriptions: one stream per subscription, so a second stream
+	// of the same one would fence the first.
+	openDurableReq(t, e, DurableRequest{Group: quiet, SubscriptionID: "sub_quiet", Policy: AckPolicy{AckTimeout: time.Hour}})
+	s := openDurableReq(t, e, DurableRequest{Group: busy, SubscriptionID: "sub_busy", Policy: AckPolicy{AckTimeout: 300 * time.Millisecond, MaxAttempts: 10, Backoff: time.Millisecond}})
 	live, err := e.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
 	if err != nil {
 		t.Fatal(err)
