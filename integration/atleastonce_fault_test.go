@@ -128,19 +128,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 	acker := func(g *gatewayProc, ch <-chan string, wg *sync.WaitGroup) {
 		defer wg.Done()
 		for id := range ch {
-			batch := []string{id}
-		more:
-			for len(batch) < 500 {
-				select {
-				case id, ok := <-ch:
-					if !ok {
-						break more
-					}
-					batch = append(batch, id)
-				default:
-					break more
-				}
-			}
+			batch := batchFrom(id, ch, 500)
 			r, err := g.post(ctx, "/aep/subscriptions/"+subID+"/acks", "application/json", nil, ackBatch(batch))
 			if err != nil || r.status != http.StatusOK {
 				continue // the stream is gone (409) or the node is: these come again
@@ -435,4 +423,22 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 	}
 	t.Logf("%d events: %d first deliveries, %d redeliveries in %d rounds, %d reconnects (%d drops, 1 SIGKILL), %d acknowledged",
 		n, firsts, redeliveries, rounds, reconnects, drops, len(applied))
+}
+
+// batchFrom is first and whatever else ch holds right now, up to max ids:
+// an ack batch that never waits for more.
+func batchFrom(first string, ch <-chan string, max int) []string {
+	batch := []string{first}
+	for len(batch) < max {
+		select {
+		case id, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, id)
+		default:
+			return batch
+		}
+	}
+	return batch
 }

@@ -288,19 +288,7 @@ func TestDurableClusterTakeover(t *testing.T) {
 		go func() {
 			defer ackWG.Done()
 			for id := range ackCh {
-				batch := []string{id}
-			more:
-				for len(batch) < 50 {
-					select {
-					case id, ok := <-ackCh:
-						if !ok {
-							break more
-						}
-						batch = append(batch, id)
-					default:
-						break more
-					}
-				}
+				batch := batchFrom(id, ackCh, 50)
 				if err := c.ack(ctx, rng, &rngMu, batch); err != nil {
 					select {
 					case ackErr <- err:
