@@ -169,14 +169,10 @@ func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, err
 	if j.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, fmt.Errorf("engine: journal client: %w", err)
 	}
-	e.goMu.Lock()
-	if e.goClosed {
-		e.goMu.Unlock()
+	if !e.startGoroutines(2) {
 		j.cl.Close()
 		return nil, ErrClosed
 	}
-	e.wg.Add(2)
-	e.goMu.Unlock()
 	e.journals[t.String()] = j
 	go j.follow(e.ctx)
 	go j.renew(e.ctx)

@@ -121,14 +121,10 @@ func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, e
 	if err != nil {
 		return nil, fmt.Errorf("engine: subscriptions client: %w", err)
 	}
-	e.goMu.Lock()
-	if e.goClosed {
-		e.goMu.Unlock()
+	if !e.startGoroutines(2) {
 		cl.Close()
 		return nil, ErrClosed
 	}
-	e.wg.Add(2)
-	e.goMu.Unlock()
 	e.defs[t.String()] = f
 	go e.followDefs(t, f, cl)
 	go e.janitor(t, f)

@@ -303,18 +303,14 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 	if s.cl, err = kgo.NewClient(e.readerOpts(topic, offs)...); err != nil {
 		return nil, fmt.Errorf("engine: durable client: %w", err)
 	}
-	e.goMu.Lock()
-	if e.goClosed {
-		e.goMu.Unlock()
+	if !e.startGoroutines(1) {
 		s.cl.Close()
 		return nil, ErrClosed
 	}
 	var rctx context.Context
 	rctx, s.cancel = context.WithCancel(e.ctx)
-	e.wg.Add(1)
 	e.metrics.durable.Inc()
 	e.lag.track(s)
-	e.goMu.Unlock()
 	j.attach(w, s)
 	go s.run(rctx)
 	return s, nil

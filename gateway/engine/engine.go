@@ -304,6 +304,19 @@ func (e *Engine) Close() {
 	e.admCl.Close()
 }
 
+// startGoroutines reserves n goroutines in the engine's WaitGroup, which
+// Close waits for; false once Close has begun: the caller then starts none
+// and releases what it made for them.
+func (e *Engine) startGoroutines(n int) bool {
+	e.goMu.Lock()
+	defer e.goMu.Unlock()
+	if e.goClosed {
+		return false
+	}
+	e.wg.Add(n)
+	return true
+}
+
 // readerOpts are the client options of a subscription's own reader of
 // topic from offs: the engine's connection options, fetches bounded by
 // ReaderFetchBytes, one fetch in flight.
