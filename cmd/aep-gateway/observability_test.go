@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // lockedLog is a log writer the test reads while the gateway writes.
@@ -428,24 +429,11 @@ func TestDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 // gaugeValue is the value of a gauge series with client=role.
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, role string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, _, ok := gatewaytest.MetricSeries(t, reg, name, map[string]string{"client": role})
+	if !ok {
+		t.Fatalf("no %s{client=%q}", name, role)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "client" && l.GetValue() == role {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s{client=%q}", name, role)
-	return 0
+	return v
 }
 
 // Clients of one role share their series: a second client neither panics

@@ -15,32 +15,8 @@ import (
 // whether there is one.
 func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue(), true
-			}
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
+	v, _, ok := gatewaytest.MetricSeries(t, reg, name, want)
+	return v, ok
 }
 
 // The operator's metrics move with the traffic: a durable subscription's
