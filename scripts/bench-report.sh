@@ -80,7 +80,7 @@ bin/aepctl bench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROK
 
 if [ "$BENCH_RESUME" = 1 ]; then
   say "resume: BenchmarkSSEResumePartitionSize (1M vs 10k events per partition, embedded broker)"
-  $GO test -run '^$' -bench 'BenchmarkSSEResumePartitionSize' -benchtime 20x -timeout 30m ./gateway/dialectr/ >"$BENCH_OUT/resume.txt"
+  $GO test -run '^$' -bench 'BenchmarkSSEResumePartitionSize' -benchtime 82x -timeout 30m ./gateway/dialectr/ >"$BENCH_OUT/resume.txt"
 fi
 
 say "writing docs/benchmarks.md and docs/images/bench-*.svg"

@@ -95,11 +95,14 @@ func fillPartition(b *testing.B, seeds []string, p int32, target string, total, 
 // the first replayed `data:` line, for a session whose partition holds 10k
 // events and for one whose partition holds 1M, in the same process and
 // stack (checkpoint indexer at its defaults, caught up before timing). In
-// both partitions the target session has one event in 100, and the resume
-// asks for its last event after its second-to-last, so the replay is one
-// event and the difference is what the partition size costs. ns/op is the
-// whole reconnect (headers, stream-open, first event, close);
-// first-data-ns/op is the request-to-first-data part of it.
+// both partitions the target session has one event in 100. Resume i asks
+// for the session after its event last-1-(i mod resumePhases): the same
+// positions in both partitions, spread over one checkpoint spacing, so the
+// figure is not where the session's last checkpoint happens to fall (a
+// fixed position measured the distance to it: ≈1,700 records in one
+// partition, ≈3,600 in the other). ns/op is the whole reconnect (headers,
+// stream-open, first event, close); first-data-ns/op is the
+// request-to-first-data part of it.
 func BenchmarkSSEResumePartitionSize(b *testing.B) {
 	e := newEnv(b, func(c *dialectr.Config) { c.Index = cursor.IndexerConfig{} })
 	e.post(rEvent("warmup", "warmup", 0, 0)) // creates the topics
@@ -150,18 +153,26 @@ func BenchmarkSSEResumePartitionSize(b *testing.B) {
 }
 
 // resumeBenchRounds is how many times each size is measured, alternately.
-const resumeBenchRounds = 3
+const resumeBenchRounds = 5
+
+// resumePhases is how many of the session's last events the resumes cycle
+// through: one checkpoint spacing (cursor.IndexerConfig's default Distance,
+// 4096 offsets) at one target event in 100 offsets.
+const resumePhases = 41
 
 // resumeRound times, as the sub-benchmark name, resumes of session after
-// its second-to-last event (last is its last seq).
+// one of its last resumePhases events (last is its last seq).
 func resumeRound(b *testing.B, e *env, name, session string, last int) {
 	b.Run(name, func(b *testing.B) {
 		b.ReportAllocs()
 		q := url.Values{"filter": {fmt.Sprintf(`{"session":[%q]}`, session)}}
-		h := map[string]string{"Last-Event-ID": fmt.Sprintf("%s:0:%d", session, last-1)}
-		want := fmt.Sprintf("%s:0:%d", session, last)
 		var first time.Duration
+		i := 0
 		for b.Loop() {
+			after := last - 1 - i%resumePhases
+			i++
+			h := map[string]string{"Last-Event-ID": fmt.Sprintf("%s:0:%d", session, after)}
+			want := fmt.Sprintf("%s:0:%d", session, after+1)
 			t0 := time.Now()
 			cl := e.getSSE(q, h)
 			m := cl.nextEvent()
