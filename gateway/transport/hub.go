@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
 
 var (
@@ -27,6 +29,11 @@ type Hub struct {
 	live     map[*Stream]struct{} // guarded by mu
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
+
+	pollOnce sync.Once
+	poll     *netpoll.Poller // nil until the first parked stream, or where unsupported
+	pollErr  error
+	noPark   atomic.Bool
 
 	refusedLimit, refusedShutdown atomic.Uint64
 }
@@ -141,8 +148,42 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		h.closePoller()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// SetParking turns parking of idle streams on (the default) or off: off,
+// every stream keeps its goroutine (the path HTTP/2, TLS and non-Linux
+// take anyway). Streams already parked stay parked.
+func (h *Hub) SetParking(on bool) { h.noPark.Store(!on) }
+
+// poller is the Hub's netpoll.Poller, started by the first stream that
+// parks; nil when parking is off, shutdown has begun or the platform has
+// none. The Hub owns it: Shutdown closes it once every stream has left.
+func (h *Hub) poller() *netpoll.Poller {
+	if h.noPark.Load() {
+		return nil
+	}
+	h.pollOnce.Do(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.closed {
+			h.pollErr = ErrShuttingDown
+			return
+		}
+		h.poll, h.pollErr = netpoll.New()
+	})
+	return h.poll
+}
+
+// closePoller stops the poller, once every parked stream has left; no
+// stream parks after Shutdown began (the Hub admits none).
+func (h *Hub) closePoller() {
+	h.pollOnce.Do(func() { h.pollErr = ErrShuttingDown }) // none started: none will
+	if h.poll != nil {
+		_ = h.poll.Close()
 	}
 }
