@@ -34,6 +34,7 @@ type Hub struct {
 	poll     *netpoll.Poller // nil until the first parked stream, or where unsupported
 	pollErr  error
 	noPark   atomic.Bool
+	enders   runner // ends parked streams whose client left
 
 	refusedLimit, refusedShutdown atomic.Uint64
 }
@@ -44,10 +45,17 @@ func (h *Hub) Refusals() (tenantLimit, shuttingDown uint64) {
 	return h.refusedLimit.Load(), h.refusedShutdown.Load()
 }
 
+// maxEnders bounds the goroutines that end parked streams whose client
+// left (unsubscribe, close, Leave): short work, done by a few.
+const maxEnders = 16
+
 // NewHub returns a Hub that admits at most maxPerTenant open streams per
 // tenant (every binding counted together); zero or negative means no cap.
 func NewHub(maxPerTenant int) *Hub {
-	return &Hub{maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{})}
+	return &Hub{
+		maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{}),
+		enders: runner{max: maxEnders},
+	}
 }
 
 // Stream is one admitted stream; Leave it exactly once when it ends.
@@ -144,6 +152,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		h.wg.Wait()
+		h.enders.wait() // the last Leave ran on one of them
 		close(done)
 	}()
 	select {

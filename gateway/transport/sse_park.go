@@ -50,6 +50,7 @@ const (
 // parkedSSE is one parked stream.
 type parkedSSE[T any] struct {
 	conn      net.Conn
+	enders    *runner
 	cfg       SSEConfig
 	src       Source[T]
 	appendMsg func([]byte, T) ([]byte, error)
@@ -98,7 +99,7 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	}
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline, if any, is ours to clear
 	dropBuffers(brw)
-	p := &parkedSSE[T]{conn: conn, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose}
+	p := &parkedSSE[T]{conn: conn, enders: &cfg.Stream.h.enders, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose}
 	bp := bufPool.Get().(*[]byte)
 	b := append(append(append((*bp)[:0], head...), cfg.Preamble...), ": stream open\n\n"...)
 	ok = p.write(b)
@@ -123,11 +124,11 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	cfg.Stream.OnShutdown(func() { p.wake(wakeShutdown) })
 	nf.OnReady(func() { p.wake(wakeData) })
 	p.mu.Lock()
-	start := p.pending != 0
-	p.running = start
+	why := p.pending
+	p.running = why != 0
 	p.mu.Unlock()
-	if start {
-		go p.run()
+	if why != 0 {
+		p.start(why)
 	}
 	return true
 }
@@ -198,8 +199,20 @@ func (p *parkedSSE[T]) wake(why uint8) {
 	p.running = true
 	p.mu.Unlock()
 	if start {
-		go p.run()
+		p.start(why)
 	}
+}
+
+// start runs the stream: a client that left is ended by the Hub's few
+// enders (a storm of hang-ups must not start a goroutine each); writes,
+// which may block up to the write timeout on a slow client, get a
+// goroutine of their own, so one slow client never delays another.
+func (p *parkedSSE[T]) start(why uint8) {
+	if why&wakeGone != 0 {
+		p.enders.do(p.run)
+		return
+	}
+	go p.run()
 }
 
 // run does what is pending until nothing is, then exits; or ends the
