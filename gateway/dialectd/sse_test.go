@@ -481,8 +481,9 @@ func TestSSEClientLeavingAParkedStreamFreesItsSubscription(t *testing.T) {
 	if subs() != 1 || hub.Open(tn) != 1 {
 		t.Fatalf("open stream: %v subscriptions, %d admitted", subs(), hub.Open(tn))
 	}
+	gatewaytest.Poll(t, "the stream to park", func() bool { return hub.Parked() == 1 })
 	s.Close()
-	gatewaytest.Poll(t, "the stream to end", func() bool { return subs() == 0 && hub.Open(tn) == 0 })
+	gatewaytest.Poll(t, "the stream to end", func() bool { return subs() == 0 && hub.Open(tn) == 0 && hub.Parked() == 0 })
 	// the next stream still works
 	s, _ = e.open("types=task.*", nil)
 	e.ingest(dEvent("evt_1", "task.created", "s1"))

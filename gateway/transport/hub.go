@@ -37,7 +37,12 @@ type Hub struct {
 	enders   runner // ends parked streams whose client left
 
 	refusedLimit, refusedShutdown atomic.Uint64
+	parked                        atomic.Int64 // SSE streams parked now
 }
+
+// Parked is the number of SSE streams parked now (held without a
+// goroutine, see Park); the other open streams run in goroutines.
+func (h *Hub) Parked() int { return int(h.parked.Load()) }
 
 // Refusals counts the streams Enter refused, by reason: over the tenant's
 // cap (ErrTenantLimit) and after Shutdown began (ErrShuttingDown).

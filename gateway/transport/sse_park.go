@@ -112,6 +112,7 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 		return true // the caller's Cleanup runs as it returns
 	}
 	p.cleanup = cfg.Cleanup.take()
+	p.hub().parked.Add(1)
 	p.running = true // until registered: wake-ups only mark pending
 	sc, ok := conn.(syscall.Conn)
 	if ok {
@@ -337,5 +338,8 @@ func (p *parkedSSE[T]) end() {
 	if p.cfg.AfterWrite != nil {
 		p.cfg.AfterWrite(false)
 	}
+	p.hub().parked.Add(-1)
 	runAll(p.cleanup)
 }
+
+func (p *parkedSSE[T]) hub() *Hub { return p.cfg.Stream.h }

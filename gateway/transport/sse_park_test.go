@@ -92,6 +92,9 @@ func TestParkedStreamWritesBatchesAndLastWordsAfterTheHandlerReturned(t *testing
 		t.Fatalf("status %d headers %v", resp.StatusCode, resp.Header)
 	}
 	<-ps.returned // parked: the handler's goroutine is gone, the stream is not
+	if n := ps.hub.Parked(); n != 1 {
+		t.Fatalf("hub holds %d parked streams, want 1", n)
+	}
 	if n := ps.hub.Open("tenant"); n != 1 {
 		t.Fatalf("hub holds %d streams of the tenant, want the parked one", n)
 	}
@@ -109,8 +112,8 @@ func TestParkedStreamWritesBatchesAndLastWordsAfterTheHandlerReturned(t *testing
 	}
 	<-ps.ended
 	waitFor(t, "released by connlimit", func() bool { return ps.ln.Open() == 0 })
-	if n := ps.hub.Open("tenant"); n != 0 {
-		t.Fatalf("hub still holds %d streams", n)
+	if n, p := ps.hub.Open("tenant"), ps.hub.Parked(); n != 0 || p != 0 {
+		t.Fatalf("hub still holds %d streams, %d parked", n, p)
 	}
 }
 
@@ -231,6 +234,9 @@ func TestGoroutinePathWhenParkingIsOff(t *testing.T) {
 	case <-ps.returned:
 		t.Fatal("the handler returned with parking off and the stream open")
 	default:
+	}
+	if n := ps.hub.Parked(); n != 0 {
+		t.Fatalf("%d streams parked with parking off", n)
 	}
 	ch.End()
 	if got := readAll(t, resp); got != ": stream open\n\ndata: a\n\n" {
