@@ -19,7 +19,9 @@ func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.
 	cfg := transport.SSEConfig{
 		Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch, Shutdown: h.hub.ShuttingDown(),
 		Stream: stream, Cleanup: fin,
-		OnError: func(err error) { h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message") },
+		OnError: func(err error) {
+			h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
+		},
 	}
 	if tracing.On() {
 		cfg.AfterWrite = st.spans.End

@@ -94,7 +94,9 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 	cfg := transport.SSEConfig{
 		Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown(),
 		Stream: stream, Cleanup: fin,
-		OnError: func(err error) { d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message") },
+		OnError: func(err error) {
+			d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
+		},
 	}
 	if tracing.On() {
 		cfg.AfterWrite = d.st.spans.End

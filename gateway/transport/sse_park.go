@@ -31,7 +31,8 @@ import (
 // tells it to end on shutdown (last words from cfg.OnShutdown) and waits
 // for it to Leave; Leave is part of cfg.Cleanup, which the stream runs
 // exactly once when it ends, from the goroutine that ends it. The Hub owns
-// the poller and closes it once every stream has left.
+// the poller: the first parked stream starts it, the last one to end
+// closes it.
 //
 // What changes for the rest of the server: net/http forgets the connection
 // (ConnState StateHijacked), so http.Server.Shutdown does not wait for it
@@ -88,13 +89,15 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	if !ok {
 		return false
 	}
-	poller := cfg.Stream.h.poller()
+	hub := cfg.Stream.h
+	poller := hub.acquirePoller()
 	if poller == nil {
 		return false
 	}
 	head := responseHead(w.Header())
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
+		hub.releasePoller()
 		return false // not hijackable (a wrapper that hides it): the goroutine path
 	}
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline, if any, is ours to clear
@@ -106,6 +109,7 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	putBuf(bp, b)
 	if !ok {
 		_ = conn.Close()
+		hub.releasePoller()
 		if cfg.AfterWrite != nil {
 			cfg.AfterWrite(false)
 		}
@@ -335,6 +339,7 @@ func (p *parkedSSE[T]) end() {
 	if p.readDone != nil {
 		<-p.readDone
 	}
+	p.hub().releasePoller()
 	if p.cfg.AfterWrite != nil {
 		p.cfg.AfterWrite(false)
 	}
