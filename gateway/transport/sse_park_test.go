@@ -244,3 +244,52 @@ func TestGoroutinePathWhenParkingIsOff(t *testing.T) {
 	}
 	<-ps.ended
 }
+
+// HTTP/2 (here over TLS, as browsers speak it) cannot be hijacked: the
+// stream stays in the handler's goroutine, with the same bytes on the wire.
+func TestHTTP2StreamsAreNotParked(t *testing.T) {
+	hub := transport.NewHub(0)
+	ch := queue.New[string](2)
+	returned := make(chan struct{})
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(returned)
+		stream, err := hub.Enter("tenant", nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var fin transport.Cleanup
+		defer fin.Run()
+		fin.Add(stream.Leave)
+		transport.StartSSE(w)
+		cfg := transport.SSEConfig{Stream: stream, Cleanup: &fin}
+		_ = transport.ServeSSE(w, r, cfg, ch, func(b []byte, s string) ([]byte, error) { return append(b, "data: "+s+"\n\n"...), nil }, nil)
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	defer hs.Close()
+	resp, err := hs.Client().Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("served over %s, want HTTP/2", resp.Proto)
+	}
+	ch.Offer("a")
+	br := bufio.NewReader(resp.Body)
+	for _, want := range []string{": stream open", "", "data: a", ""} {
+		line, err := br.ReadString('\n')
+		if err != nil || strings.TrimRight(line, "\n") != want {
+			t.Fatalf("line %q (%v), want %q", line, err, want)
+		}
+	}
+	if n := hub.Parked(); n != 0 {
+		t.Fatalf("%d HTTP/2 streams parked", n)
+	}
+	ch.End()
+	<-returned
+	if n := hub.Open("tenant"); n != 0 {
+		t.Fatalf("hub still holds %d streams", n)
+	}
+}
