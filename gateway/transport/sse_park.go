@@ -37,8 +37,9 @@ import (
 // What changes for the rest of the server: net/http forgets the connection
 // (ConnState StateHijacked), so http.Server.Shutdown does not wait for it
 // (the Hub does); connlimit keeps counting it until it is closed; the
-// access log line is written when the stream parks (status 200, bytes 0,
-// latency the time to park).
+// middleware that measures a request when its handler returns (access log,
+// request metrics) learns through OnPark that the stream parked, and
+// measures it when it ends.
 
 // wake-up reasons, pending bits of a parkedSSE.
 const (
@@ -57,13 +58,15 @@ type parkedSSE[T any] struct {
 	appendMsg func([]byte, T) ([]byte, error)
 	onClose   func([]byte) []byte
 	cleanup   []func()
+	ends      []func(written int64) // the OnPark hooks' ends
 	handle    *netpoll.Handle
 	readDone  chan struct{} // without a handle: closed when the reading goroutine returns
 	hb        *time.Timer
 
 	// touched only by the goroutine running the stream (running), which
 	// the mutex hands from one to the next
-	wrote bool // elements written since the last heartbeat tick
+	wrote   bool  // elements written since the last heartbeat tick
+	written int64 // bytes written to the connection
 
 	mu      sync.Mutex
 	pending uint8 // guarded by mu
@@ -115,7 +118,9 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 		}
 		return true // the caller's Cleanup runs as it returns
 	}
+	p.written -= int64(len(head)) // the hooks count the body
 	p.cleanup = cfg.Cleanup.take()
+	p.ends = runParkHooks(r.Context())
 	p.hub().parked.Add(1)
 	p.running = true // until registered: wake-ups only mark pending
 	sc, ok := conn.(syscall.Conn)
@@ -317,7 +322,8 @@ func (p *parkedSSE[T]) drain() bool {
 // write writes b under the write deadline.
 func (p *parkedSSE[T]) write(b []byte) bool {
 	_ = p.conn.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
-	_, err := p.conn.Write(b)
+	n, err := p.conn.Write(b)
+	p.written += int64(n)
 	return err == nil
 }
 
@@ -345,6 +351,9 @@ func (p *parkedSSE[T]) end() {
 	}
 	p.hub().parked.Add(-1)
 	runAll(p.cleanup)
+	for _, end := range p.ends {
+		end(p.written)
+	}
 }
 
 func (p *parkedSSE[T]) hub() *Hub { return p.cfg.Stream.h }
