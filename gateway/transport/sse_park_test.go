@@ -35,6 +35,13 @@ type parkServer struct {
 
 func newParkServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string], onClose func([]byte) []byte) *parkServer {
 	t.Helper()
+	return startParkServer(t, cfg, ch, onClose, false)
+}
+
+// startParkServer is newParkServer, or with h2 the same handler served
+// over TLS with HTTP/2 (and no connlimit.Listener).
+func startParkServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string], onClose func([]byte) []byte, h2 bool) *parkServer {
+	t.Helper()
 	ps := &parkServer{hub: transport.NewHub(0), returned: make(chan struct{}), ended: make(chan struct{})}
 	ps.hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(ps.returned)
@@ -59,9 +66,14 @@ func newParkServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string
 			return append(b, "data: "+s+"\n\n"...), nil
 		}, onClose)
 	}))
-	ps.ln = connlimit.New(ps.hs.Listener, connlimit.Config{Max: 10})
-	ps.hs.Listener = ps.ln
-	ps.hs.Start()
+	if h2 {
+		ps.hs.EnableHTTP2 = true
+		ps.hs.StartTLS()
+	} else {
+		ps.ln = connlimit.New(ps.hs.Listener, connlimit.Config{Max: 10})
+		ps.hs.Listener = ps.ln
+		ps.hs.Start()
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -248,27 +260,9 @@ func TestGoroutinePathWhenParkingIsOff(t *testing.T) {
 // HTTP/2 (here over TLS, as browsers speak it) cannot be hijacked: the
 // stream stays in the handler's goroutine, with the same bytes on the wire.
 func TestHTTP2StreamsAreNotParked(t *testing.T) {
-	hub := transport.NewHub(0)
 	ch := queue.New[string](2)
-	returned := make(chan struct{})
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer close(returned)
-		stream, err := hub.Enter("tenant", nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var fin transport.Cleanup
-		defer fin.Run()
-		fin.Add(stream.Leave)
-		transport.StartSSE(w)
-		cfg := transport.SSEConfig{Stream: stream, Cleanup: &fin}
-		_ = transport.ServeSSE(w, r, cfg, ch, func(b []byte, s string) ([]byte, error) { return append(b, "data: "+s+"\n\n"...), nil }, nil)
-	}))
-	hs.EnableHTTP2 = true
-	hs.StartTLS()
-	defer hs.Close()
-	resp, err := hs.Client().Get(hs.URL)
+	ps := startParkServer(t, transport.SSEConfig{}, ch, nil, true)
+	resp, err := ps.hs.Client().Get(ps.hs.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +278,13 @@ func TestHTTP2StreamsAreNotParked(t *testing.T) {
 			t.Fatalf("line %q (%v), want %q", line, err, want)
 		}
 	}
-	if n := hub.Parked(); n != 0 {
+	if n := ps.hub.Parked(); n != 0 {
 		t.Fatalf("%d HTTP/2 streams parked", n)
 	}
 	ch.End()
-	<-returned
-	if n := hub.Open("tenant"); n != 0 {
+	<-ps.returned
+	<-ps.ended
+	if n := ps.hub.Open("tenant"); n != 0 {
 		t.Fatalf("hub still holds %d streams", n)
 	}
 }
