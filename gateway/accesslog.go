@@ -12,6 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // RequestIDHeader carries a request's id in both directions: an incoming
@@ -31,6 +33,7 @@ const maxRequestIDLen = 128
 type requestInfo struct {
 	id     string
 	tenant atomic.Pointer[string]
+	parked bool // the handler's stream parked: logged when it ends; set and read in the request's goroutine
 }
 
 type requestInfoKey struct{}
@@ -94,24 +97,57 @@ func (a *accessLogger) middleware(next http.Handler) http.Handler {
 		w.Header().Set(RequestIDHeader, ri.id)
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, ri)))
+		ctx := context.WithValue(r.Context(), requestInfoKey{}, ri)
+		if mayPark(r) {
+			ctx = transport.OnPark(ctx, a.onPark(r, ri, start))
+		}
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		if ri.parked {
+			return // logged when the stream ends
+		}
 		status := ww.Status()
 		if status == 0 {
 			status = http.StatusOK
 		}
-		if status < 500 && a.seen.Add(1)%a.sampleN != 0 {
-			return
-		}
-		route := chi.RouteContext(r.Context()).RoutePattern()
-		if route == "" {
-			route = "unmatched"
-		}
-		tenant := ""
-		if t := ri.tenant.Load(); t != nil {
-			tenant = *t
-		}
-		a.log.Info().Str("request_id", ri.id).Str("method", r.Method).Str("route", route).Str("path", r.URL.Path).
-			Int("status", status).Int("bytes", ww.BytesWritten()).Dur("latency_ms", time.Since(start)).
-			Str("tenant", tenant).Str("remote", r.RemoteAddr).Msg("request")
+		a.write(ri, r.Method, routeOf(r), r.URL.Path, r.RemoteAddr, status, int64(ww.BytesWritten()), start)
 	})
+}
+
+// onPark is the access log's transport.OnPark hook: a parked stream's line
+// is written when it ends, with the bytes it wrote and how long it lasted,
+// from what the request said when it parked (the request is not kept).
+func (a *accessLogger) onPark(r *http.Request, ri *requestInfo, start time.Time) func() func(int64) {
+	return func() func(int64) {
+		ri.parked = true
+		method, route, path, remote := r.Method, routeOf(r), r.URL.Path, r.RemoteAddr
+		return func(written int64) { a.write(ri, method, route, path, remote, http.StatusOK, written, start) }
+	}
+}
+
+// write writes the line of one request, unless sampled out.
+func (a *accessLogger) write(ri *requestInfo, method, route, path, remote string, status int, written int64, start time.Time) {
+	if status < 500 && a.seen.Add(1)%a.sampleN != 0 {
+		return
+	}
+	tenant := ""
+	if t := ri.tenant.Load(); t != nil {
+		tenant = *t
+	}
+	a.log.Info().Str("request_id", ri.id).Str("method", method).Str("route", route).Str("path", path).
+		Int("status", status).Int64("bytes", written).Dur("latency_ms", time.Since(start)).
+		Str("tenant", tenant).Str("remote", remote).Msg("request")
+}
+
+// mayPark: only a GET can become a parked SSE stream; other requests skip
+// the hook (and its allocations).
+func mayPark(r *http.Request) bool { return r.Method == http.MethodGet }
+
+// routeOf is the chi route pattern of r ("unmatched" for none). It is
+// valid only while the request is being served: chi reuses its routing
+// context afterwards.
+func routeOf(r *http.Request) string {
+	if route := chi.RouteContext(r.Context()).RoutePattern(); route != "" {
+		return route
+	}
+	return "unmatched"
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
 // logSink is a zerolog writer the test reads while the server writes.
@@ -299,5 +301,65 @@ func BenchmarkAccessLog(b *testing.B) {
 				r.ServeHTTP(httptest.NewRecorder(), req)
 			}
 		})
+	}
+}
+
+// A parked SSE stream outlives its handler: its access log line and its
+// aep_http_stream_duration_seconds sample come when it ends, with the
+// bytes it wrote, not when the handler returned.
+func TestParkedStreamIsLoggedAndTimedWhenItEnds(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sink := &logSink{}
+	g := newTestGateway(t, func(c *Config) { c.Registry = reg; c.Logger = zerolog.New(sink).Level(zerolog.InfoLevel) })
+	hub := transport.NewHub(0)
+	q := queue.New[string](4)
+	returned := make(chan struct{})
+	g.srv.MountMethod(aep.DialectD, http.MethodGet, "/parked", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(returned)
+		stream, err := hub.Enter("t", nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var fin transport.Cleanup
+		defer fin.Run()
+		fin.Add(stream.Leave)
+		transport.StartSSE(w)
+		_ = transport.ServeSSE(w, r, transport.SSEConfig{Stream: stream, Cleanup: &fin}, q,
+			func(b []byte, s string) ([]byte, error) { return append(b, "data: "+s+"\n\n"...), nil }, nil)
+	}))
+	resp, err := http.Get(g.http.URL + "/parked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	<-returned
+	if hub.Parked() != 1 {
+		t.Fatalf("%d streams parked, want 1", hub.Parked())
+	}
+	if n := len(sink.requests(t)); n != 0 {
+		t.Fatalf("%d access log lines while the parked stream is open", n)
+	}
+	if n := histogramCount(t, reg, "aep_http_stream_duration_seconds", "/parked"); n != 0 {
+		t.Fatalf("stream duration observed while the stream is open (%d samples)", n)
+	}
+	q.Offer("a")
+	q.End()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != ": stream open\n\ndata: a\n\n" {
+		t.Fatalf("body %q, %v", body, err)
+	}
+	line := sink.waitRequests(t, 1)[0]
+	if line["route"] != "/parked" || line["status"] != float64(200) || line["bytes"] != float64(len(body)) || line["method"] != "GET" {
+		t.Fatalf("access log line %v, want route /parked, status 200, bytes %d", line, len(body))
+	}
+	// the sample is taken right after the line: poll for it
+	for deadline := time.Now().Add(5 * time.Second); histogramCount(t, reg, "aep_http_stream_duration_seconds", "/parked") != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the parked stream's duration was not observed")
+		}
+	}
+	if n := histogramCount(t, reg, "aep_http_request_duration_seconds", "/parked"); n != 0 {
+		t.Fatalf("a parked stream went to the request latency histogram (%d samples)", n)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // metrics are the gateway's Prometheus series, registered on the registry
@@ -89,15 +89,21 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
-		next.ServeHTTP(ww, r)
-		route := chi.RouteContext(r.Context()).RoutePattern()
-		if route == "" {
-			route = "unmatched"
+		var parked *bool // a parked stream is counted when it ends
+		rr := r
+		if mayPark(r) {
+			parked = new(bool)
+			rr = r.WithContext(transport.OnPark(r.Context(), m.onPark(r, parked, start)))
+		}
+		next.ServeHTTP(ww, rr)
+		if parked != nil && *parked {
+			return
 		}
 		status := ww.Status()
 		if status == 0 {
 			status = http.StatusOK
 		}
+		route := routeOf(r)
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		if isStream(r, ww, status) {
 			m.streamSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
@@ -105,4 +111,17 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 			m.requestSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}
 	})
+}
+
+// onPark is instrument's transport.OnPark hook: a parked SSE stream is
+// counted, and its duration observed, when it ends.
+func (m *metrics) onPark(r *http.Request, parked *bool, start time.Time) func() func(int64) {
+	return func() func(int64) {
+		*parked = true
+		route, method := routeOf(r), r.Method
+		return func(int64) {
+			m.requests.WithLabelValues(route, method, "200").Inc()
+			m.streamSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		}
+	}
 }

@@ -115,7 +115,8 @@ var (
 // hubRefusals are aep_stream_refusals_total{reason}: streams (SSE and
 // WebSocket, every binding) the Hub refused, over the tenant's
 // --max-streams-per-tenant ("tenant-limit") or during shutdown
-// ("shutting-down").
+// ("shutting-down"); and aep_sse_parked_streams, the SSE streams the Hub
+// holds parked.
 func hubRefusals(h *transport.Hub) []prometheus.Collector {
 	const name, help = "aep_stream_refusals_total", "Streams (SSE and WebSocket) refused on admission, by reason: tenant-limit (--max-streams-per-tenant) or shutting-down."
 	limit := func() float64 { n, _ := h.Refusals(); return float64(n) }
@@ -123,5 +124,8 @@ func hubRefusals(h *transport.Hub) []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"reason": "tenant-limit"}}, limit),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"reason": "shutting-down"}}, shut),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_sse_parked_streams",
+			Help: "SSE streams parked now: held without a goroutine until they have something to write (HTTP/1.x on Linux)."},
+			func() float64 { return float64(h.Parked()) }),
 	}
 }

@@ -119,7 +119,10 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer stream.Leave()
+	// the stream's end owes these, whether it ends here or parked
+	var fin transport.Cleanup
+	defer fin.Run()
+	fin.Add(stream.Leave)
 	switch st.mode {
 	case "":
 		st.mode = ModeBestEffort
@@ -166,14 +169,14 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the subscription could not start", true, nil)
 		return
 	}
-	defer sub.Close()
+	fin.Add(sub.Close)
 	if req.From == nil {
 		st.frontier = st.fullFrontier(sub.Start())
 	} else {
 		st.frontier = req.From
 	}
 	transport.StartSSE(w)
-	h.stream(w, r, sub, st)
+	h.stream(w, r, sub, st, stream, &fin)
 }
 
 // fullFrontier returns one entry per partition of the topic, sorted: the

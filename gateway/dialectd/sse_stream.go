@@ -12,16 +12,22 @@ import (
 )
 
 // stream writes the subscription's deliveries as SSE messages until the
-// client leaves, a write fails, or the subscription ends.
-func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, st *streamState) {
-	cfg := transport.SSEConfig{Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch, Shutdown: h.hub.ShuttingDown()}
+// client leaves, a write fails, or the subscription ends; parked where the
+// connection allows (transport.ServeSSE), fin then runs when it ends.
+func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, st *streamState,
+	stream *transport.Stream, fin *transport.Cleanup) {
+	cfg := transport.SSEConfig{
+		Heartbeat: h.cfg.Heartbeat, WriteTimeout: h.cfg.WriteTimeout, Batch: h.cfg.Batch, Shutdown: h.hub.ShuttingDown(),
+		Stream: stream, Cleanup: fin,
+		OnError: func(err error) {
+			h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
+		},
+	}
 	if tracing.On() {
 		cfg.AfterWrite = st.spans.End
 	}
 	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
-	if err := transport.ServeSSE(w, r, cfg, sub.Deliveries(), appendMsg, nil); err != nil {
-		h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
-	}
+	_ = transport.ServeSSE(w, r, cfg, sub.Deliveries(), appendMsg, nil) // errors go to OnError
 }
 
 // appendMessage appends the SSE message of one delivery to buf.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +23,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -32,12 +34,14 @@ type sseEnv struct {
 	url string
 	kr  *cursor.Keyring
 	adm *kadm.Client
+	reg *prometheus.Registry // the engine's metrics
 }
 
 func newSSEEnv(t *testing.T, cfg dialectd.SSEConfig) *sseEnv {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{})
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
+	reg := prometheus.NewRegistry()
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Registerer: reg, Logger: zerolog.New(io.Discard)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +54,7 @@ func newSSEEnv(t *testing.T, cfg dialectd.SSEConfig) *sseEnv {
 		hs.Close()
 		eng.Close()
 	})
-	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin}
+	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin, reg: reg}
 }
 
 func dEvent(id, typ, session string) string {
@@ -458,5 +462,32 @@ func TestSSEDRetentionGapIsTold(t *testing.T) {
 	g := r.Payload.Gaps
 	if r.Payload.EventsReplayed != 2 || len(g) != 1 || g[0].Partition != gapPart || g[0].Requested != 1 || g[0].RestartAt != 4 || g[0].Reason != "retention" {
 		t.Fatalf("event.replayed payload %s", m.Data)
+	}
+}
+
+// A client leaving a parked stream (the default on HTTP/1.1, nothing
+// written to notice it) ends the stream: its subscription is closed and
+// its Hub admission given back.
+func TestSSEClientLeavingAParkedStreamFreesItsSubscription(t *testing.T) {
+	hub := transport.NewHub(0)
+	t.Cleanup(func() { _ = hub.Shutdown(context.Background()) })
+	e := newSSEEnv(t, dialectd.SSEConfig{Hub: hub, Heartbeat: time.Hour})
+	subs := func() float64 {
+		v, _, _ := gatewaytest.MetricSeries(t, e.reg, "aep_delivery_subscriptions", nil)
+		return v
+	}
+	tn := gateway.DevTenant
+	s, _ := e.open("types=task.*", nil)
+	if subs() != 1 || hub.Open(tn) != 1 {
+		t.Fatalf("open stream: %v subscriptions, %d admitted", subs(), hub.Open(tn))
+	}
+	gatewaytest.Poll(t, "the stream to park", func() bool { return hub.Parked() == 1 })
+	s.Close()
+	gatewaytest.Poll(t, "the stream to end", func() bool { return subs() == 0 && hub.Open(tn) == 0 && hub.Parked() == 0 })
+	// the next stream still works
+	s, _ = e.open("types=task.*", nil)
+	e.ingest(dEvent("evt_1", "task.created", "s1"))
+	if m := s.next(); m.Event != "task.created" {
+		t.Fatalf("after a stream ended: %+v", m)
 	}
 }

@@ -39,7 +39,10 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	if !ok {
 		return
 	}
-	defer stream.Leave()
+	// the stream's end owes these, whether it ends here or parked
+	var fin transport.Cleanup
+	defer fin.Run()
+	fin.Add(stream.Leave)
 	key := tn.String() + "/" + id
 	// the newest stream wins, here as on any other node: its claim in the
 	// journal fences an older stream of this node too
@@ -64,21 +67,21 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	h.mu.Lock()
 	h.active[key] = s
 	h.mu.Unlock()
-	defer func() {
+	fin.Add(func() {
 		s.Close()
 		h.mu.Lock()
 		if h.active[key] == s {
 			delete(h.active, key)
 		}
 		h.mu.Unlock()
-	}()
+	})
 	// which node serves it, under which claim (docs/durable-cluster.md)
 	w.Header().Set("AEP-Stream-Node", h.e.NodeID())
 	w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
 	transport.StartSSE(w)
 	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
 	dst.st.frontier = dst.st.fullFrontier(nil)
-	dst.run(w, r, s)
+	dst.run(w, r, s, stream, &fin)
 }
 
 type durableSSE struct {
@@ -87,8 +90,14 @@ type durableSSE struct {
 	st *streamState
 }
 
-func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream) {
-	cfg := transport.SSEConfig{Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown()}
+func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream, stream *transport.Stream, fin *transport.Cleanup) {
+	cfg := transport.SSEConfig{
+		Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown(),
+		Stream: stream, Cleanup: fin,
+		OnError: func(err error) {
+			d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
+		},
+	}
 	if tracing.On() {
 		cfg.AfterWrite = d.st.spans.End
 	}
@@ -101,9 +110,7 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 		return buf
 	}
-	if err := transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose); err != nil {
-		d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
-	}
+	_ = transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose) // errors go to OnError
 }
 
 func appendNotice(buf []byte, typ string, ev []byte) []byte {

@@ -37,7 +37,10 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer stream.Leave()
+	// the stream's end owes these, whether it ends here or parked
+	var fin transport.Cleanup
+	defer fin.Run()
+	fin.Add(stream.Leave)
 
 	sp, rerr := rl.sseParams(r)
 	if rerr != nil {
@@ -73,11 +76,11 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event log is unavailable")
 		return
 	}
-	defer sub.Close()
+	fin.Add(sub.Close)
 
 	transport.StartSSE(w)
 	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive, tenant: tn.String()}
-	s.run(w, r, sub)
+	s.run(w, r, sub, stream, &fin)
 }
 
 // closingReplayed ends a live=0 stream.
@@ -133,7 +136,8 @@ func acceptsEventStream(vals []string) bool {
 	return false
 }
 
-// sseStream is one SSE response, owned by its request's goroutine.
+// sseStream is one SSE response, owned by its request's goroutine, or once
+// parked by the goroutine that writes its current wake-up.
 type sseStream struct {
 	rl      *Relay
 	ceiling aep.Capture
@@ -154,7 +158,7 @@ func (s *sseStream) sseConfig() transport.SSEConfig {
 	}
 }
 
-func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subscription) {
+func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subscription, stream *transport.Stream, fin *transport.Cleanup) {
 	onClose := func(b []byte) []byte {
 		// The engine closed (or the catch-up failed): tell the client to
 		// come back; its Last-Event-ID resumes exactly.
@@ -164,6 +168,7 @@ func (s *sseStream) run(w http.ResponseWriter, r *http.Request, sub *engine.Subs
 		return append(b, ": closing: reconnect with Last-Event-ID to resume\n\n"...)
 	}
 	cfg := s.sseConfig()
+	cfg.Stream, cfg.Cleanup = stream, fin
 	if tracing.On() {
 		cfg.AfterWrite = s.spans.End
 	}

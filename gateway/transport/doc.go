@@ -3,4 +3,19 @@
 // with per-write deadlines, heartbeat comments, last words on shutdown) and
 // WriteJSON the one JSON response writer. It knows bytes and sockets, not
 // AEP: the bindings hand it encoded messages.
+//
+// Idle SSE streams are parked (sse_park.go): on HTTP/1.x without TLS, on
+// Linux, ServeSSE hijacks the connection and returns, and the stream then
+// holds no goroutine and none of net/http's buffers until its queue, its
+// heartbeat timer, the poller (internal/netpoll: the client left) or the
+// Hub's shutdown wakes it. HTTP/2, TLS, other platforms and
+// Hub.SetParking(false) keep the stream in the handler's goroutine, with the
+// same behaviour on the wire but the body framing (chunked there,
+// delimited by the connection's close when parked).
+//
+// Ownership: the Hub admits every stream (SSE and WebSocket), ends them
+// all on Shutdown and waits for them; it owns the poller and the few
+// goroutines that end parked streams whose client left. A parked stream
+// runs its binding's Cleanup exactly once, from whichever goroutine ends
+// it.
 package transport

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
 
 var (
@@ -28,8 +30,20 @@ type Hub struct {
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
 
+	pmu        sync.Mutex
+	poll       *netpoll.Poller // while pollRefs > 0; guarded by pmu
+	pollRefs   int             // parked streams using poll; guarded by pmu
+	pollFailed bool            // the platform has no poller; guarded by pmu
+	noPark     atomic.Bool
+	enders     runner // ends parked streams whose client left
+
 	refusedLimit, refusedShutdown atomic.Uint64
+	parked                        atomic.Int64 // SSE streams parked now
 }
+
+// Parked is the number of SSE streams parked now (held without a
+// goroutine, see Park); the other open streams run in goroutines.
+func (h *Hub) Parked() int { return int(h.parked.Load()) }
 
 // Refusals counts the streams Enter refused, by reason: over the tenant's
 // cap (ErrTenantLimit) and after Shutdown began (ErrShuttingDown).
@@ -37,10 +51,17 @@ func (h *Hub) Refusals() (tenantLimit, shuttingDown uint64) {
 	return h.refusedLimit.Load(), h.refusedShutdown.Load()
 }
 
+// maxEnders bounds the goroutines that end parked streams whose client
+// left (unsubscribe, close, Leave): short work, done by a few.
+const maxEnders = 16
+
 // NewHub returns a Hub that admits at most maxPerTenant open streams per
 // tenant (every binding counted together); zero or negative means no cap.
 func NewHub(maxPerTenant int) *Hub {
-	return &Hub{maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{})}
+	return &Hub{
+		maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{}),
+		enders: runner{max: maxEnders},
+	}
 }
 
 // Stream is one admitted stream; Leave it exactly once when it ends.
@@ -137,6 +158,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		h.wg.Wait()
+		h.enders.wait() // the last Leave ran on one of them
 		close(done)
 	}()
 	select {
@@ -144,5 +166,51 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// SetParking turns parking of idle streams on (the default) or off: off,
+// every stream keeps its goroutine (the path HTTP/2, TLS and non-Linux
+// take anyway). Streams already parked stay parked.
+func (h *Hub) SetParking(on bool) { h.noPark.Store(!on) }
+
+// acquirePoller is the Hub's netpoll.Poller for one more parked stream,
+// started by the first; nil when parking is off or the platform has none.
+// The poller lives while streams are parked: the last releasePoller closes
+// it, so a Hub with no parked stream holds no goroutine.
+func (h *Hub) acquirePoller() *netpoll.Poller {
+	if h.noPark.Load() {
+		return nil
+	}
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	if h.poll == nil {
+		if h.pollFailed {
+			return nil
+		}
+		p, err := netpoll.New()
+		if err != nil {
+			// unsupported: never again; out of descriptors: the next stream tries again
+			h.pollFailed = errors.Is(err, netpoll.ErrUnsupported)
+			return nil
+		}
+		h.poll = p
+	}
+	h.pollRefs++
+	return h.poll
+}
+
+// releasePoller gives back what acquirePoller gave; the last one closes
+// the poller (waiting for its goroutine).
+func (h *Hub) releasePoller() {
+	h.pmu.Lock()
+	h.pollRefs--
+	var last *netpoll.Poller
+	if h.pollRefs == 0 {
+		last, h.poll = h.poll, nil
+	}
+	h.pmu.Unlock()
+	if last != nil {
+		_ = last.Close()
 	}
 }

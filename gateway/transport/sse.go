@@ -35,6 +35,17 @@ type SSEConfig struct {
 	// elements with whether it succeeded, and once more with false when
 	// the stream ends (per-delivery tracing spans end there).
 	AfterWrite func(ok bool)
+	// OnError, when not nil, is told of an encoding error that ended the
+	// stream (a parked stream has no caller left to return it to).
+	OnError func(error)
+	// Stream and Cleanup, both set, let ServeSSE park the stream where it
+	// can (see Park): Stream is the stream's admission (its Hub ends it on
+	// shutdown and owns the poller), Cleanup what its end owes (Leave,
+	// unsubscribe), run exactly once, by the parked stream when it ends or
+	// by the caller's deferred Cleanup.Run when ServeSSE did not park.
+	// Either nil: the stream runs in the caller's goroutine.
+	Stream  *Stream
+	Cleanup *Cleanup
 }
 
 func (c SSEConfig) withDefaults() SSEConfig {
@@ -59,14 +70,14 @@ func CanStream(w http.ResponseWriter) bool {
 	return ok
 }
 
-// StartSSE writes the 200 and the headers of an event stream: not cached,
-// not buffered by proxies (X-Accel-Buffering).
+// StartSSE sets the headers of an event stream: not cached, not buffered
+// by proxies (X-Accel-Buffering). ServeSSE writes them with the 200, on the
+// response or, for a parked stream, on the hijacked connection.
 func StartSSE(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 }
 
 // Source is what ServeSSE drains: a bounded queue with one consumer
@@ -79,21 +90,38 @@ type Source[T any] interface {
 	Next() (el T, ok, ended bool)
 }
 
+// notifier is the optional capability of a Source that a parked stream
+// needs: fn called (without blocking) whenever Ready would receive a
+// token, and once at once if it already would (*queue.Queue.OnReady).
+type notifier interface {
+	OnReady(fn func())
+}
+
 // ServeSSE writes the elements of src to an SSE response (after StartSSE)
-// until the client leaves, a write fails, cfg.Shutdown is closed or src
-// ends. Queued elements are encoded by appendMsg (which may append
-// nothing for an element the client does not see) into one write of at
-// most cfg.Batch elements, each write bounded by cfg.WriteTimeout; appendMsg
-// returning ErrEnd ends the stream after a last write. When src ends,
-// onClose (if not nil) may append last words before the final write. An
-// encoding error ends the stream and is returned; every other end returns
-// nil. It runs in the caller's goroutine and starts none.
+// until the client leaves, a write fails, cfg.Shutdown is closed (or, for a
+// parked stream, the Hub of cfg.Stream shuts down) or src ends. Queued
+// elements are encoded by appendMsg (which may append nothing for an
+// element the client does not see) into one write of at most cfg.Batch
+// elements, each write bounded by cfg.WriteTimeout; appendMsg returning
+// ErrEnd ends the stream after a last write. When src ends, onClose (if not
+// nil) may append last words before the final write. An encoding error
+// ends the stream, goes to cfg.OnError and is returned (nil once parked);
+// every other end returns nil.
+//
+// With cfg.Stream and cfg.Cleanup set, on an HTTP/1.x connection without
+// TLS where the Hub has a poller (Linux), ServeSSE parks the stream (see
+// Park) and returns at once: the stream goes on holding no goroutine while
+// idle. Otherwise it runs in the caller's goroutine and starts none.
 func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Source[T],
 	appendMsg func([]byte, T) ([]byte, error), onClose func([]byte) []byte) error {
 	cfg = cfg.withDefaults()
+	if park(w, r, cfg, src, appendMsg, onClose) {
+		return nil
+	}
 	if cfg.AfterWrite != nil {
 		defer cfg.AfterWrite(false)
 	}
+	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// net/http ends the response (its last chunk) after the handler
 	// returns, under the connection's write deadline: leave it a fresh one,
@@ -147,6 +175,9 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src 
 							wrote(cfg, write(buf))
 						}
 						return nil
+					}
+					if cfg.OnError != nil {
+						cfg.OnError(err)
 					}
 					return err
 				}
