@@ -76,13 +76,25 @@ var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &
 
 const maxPooledResp = 256 << 10
 
+// jsonAppender is a response body that appends its own JSON, as
+// encoding/json would write it.
+type jsonAppender interface {
+	appendJSON(dst []byte) ([]byte, error)
+}
+
 // writeDIngest writes resp with status as writeJSON would.
 func writeDIngest(w http.ResponseWriter, status int, resp *dIngestResponse) {
+	writeAppended(w, status, resp)
+}
+
+// writeAppended writes v with status as writeJSON would, from a pooled
+// buffer; when v cannot append itself, through writeJSON.
+func writeAppended(w http.ResponseWriter, status int, v jsonAppender) {
 	bp := respBufs.Get().(*[]byte)
-	b, err := resp.appendJSON((*bp)[:0])
+	b, err := v.appendJSON((*bp)[:0])
 	if err != nil {
 		respBufs.Put(bp)
-		writeJSON(w, status, resp)
+		writeJSON(w, status, v)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The hand-written R ingest response is byte for byte what encoding/json
+// writes for the same value.
+func TestRAcceptedJSONMatchesEncodingJSON(t *testing.T) {
+	cases := map[string]rAccepted{
+		"nil":   {},
+		"empty": {Topic: "aep.acme.events", Positions: []rPosition{}},
+		"accepted": {Accepted: 2, Topic: "aep.acme.events", Positions: []rPosition{
+			{Index: 0, Line: 1, Partition: 3, Offset: 1 << 40},
+			{Index: 1, Line: 3, Partition: 0, Offset: 0, Reused: true},
+		}},
+		"escaped topic": {Accepted: 1, Topic: "t<&>\"é\xff", Positions: []rPosition{{Partition: -1, Offset: -1}}},
+	}
+	for name, resp := range cases {
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resp.appendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s:\n got %s (%v)\nwant %s", name, got, err, want)
+		}
+	}
+}
+
+// Any topic and position: the hand-written response equals encoding/json's.
+func FuzzRAcceptedJSON(f *testing.F) {
+	f.Add("aep.default.events", 3, int32(2), int64(7), true)
+	f.Add("a\"<&>\u2028\xff", -1, int32(-1), int64(-1), false)
+	f.Fuzz(func(t *testing.T, topic string, index int, partition int32, offset int64, reused bool) {
+		resp := rAccepted{Accepted: 1, Topic: topic,
+			Positions: []rPosition{{Index: index, Line: index + 1, Partition: partition, Offset: offset, Reused: reused}}}
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := resp.appendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("got %s (%v)\nwant %s", got, err, want)
+		}
+	})
+}
