@@ -43,14 +43,7 @@ func (resp *dIngestResponse) appendJSON(dst []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, int64(p.EventIndex), 10)
 		dst = append(dst, `,"id":`...)
 		dst = appendJSONString(dst, p.ID)
-		dst = append(dst, `,"partition":`...)
-		dst = strconv.AppendInt(dst, int64(p.Partition), 10)
-		dst = append(dst, `,"offset":`...)
-		dst = strconv.AppendInt(dst, p.Offset, 10)
-		if p.Reused {
-			dst = append(dst, `,"reused_offset":true`...)
-		}
-		dst = append(dst, '}')
+		dst = appendPlace(dst, p.Partition, p.Offset, p.Reused)
 	}
 	return append(dst, "]}"...), nil
 }

@@ -29,14 +29,20 @@ func appendRPositions(dst []byte, ps []rPosition) []byte {
 		dst = strconv.AppendInt(dst, int64(p.Index), 10)
 		dst = append(dst, `,"line":`...)
 		dst = strconv.AppendInt(dst, int64(p.Line), 10)
-		dst = append(dst, `,"partition":`...)
-		dst = strconv.AppendInt(dst, int64(p.Partition), 10)
-		dst = append(dst, `,"offset":`...)
-		dst = strconv.AppendInt(dst, p.Offset, 10)
-		if p.Reused {
-			dst = append(dst, `,"reused_offset":true`...)
-		}
-		dst = append(dst, '}')
+		dst = appendPlace(dst, p.Partition, p.Offset, p.Reused)
 	}
 	return append(dst, ']')
+}
+
+// appendPlace appends the members every position ends with, and closes it:
+// ,"partition":P,"offset":O[,"reused_offset":true]}.
+func appendPlace(dst []byte, partition int32, offset int64, reused bool) []byte {
+	dst = append(dst, `,"partition":`...)
+	dst = strconv.AppendInt(dst, int64(partition), 10)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendInt(dst, offset, 10)
+	if reused {
+		dst = append(dst, `,"reused_offset":true`...)
+	}
+	return append(dst, '}')
 }

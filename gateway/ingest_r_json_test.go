@@ -1,9 +1,6 @@
 package gateway
 
-import (
-	"encoding/json"
-	"testing"
-)
+import "testing"
 
 // The hand-written R ingest response is byte for byte what encoding/json
 // writes for the same value.
@@ -18,13 +15,8 @@ func TestRAcceptedJSONMatchesEncodingJSON(t *testing.T) {
 		"escaped topic": {Accepted: 1, Topic: "t<&>\"é\xff", Positions: []rPosition{{Partition: -1, Offset: -1}}},
 	}
 	for name, resp := range cases {
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := resp.appendJSON(nil)
-		if err != nil || string(got) != string(want) {
-			t.Errorf("%s:\n got %s (%v)\nwant %s", name, got, err, want)
+		if msg := sameAsEncodingJSON(&resp); msg != "" {
+			t.Errorf("%s: %s", name, msg)
 		}
 	}
 }
@@ -36,13 +28,8 @@ func FuzzRAcceptedJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, topic string, index int, partition int32, offset int64, reused bool) {
 		resp := rAccepted{Accepted: 1, Topic: topic,
 			Positions: []rPosition{{Index: index, Line: index + 1, Partition: partition, Offset: offset, Reused: reused}}}
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := resp.appendJSON(nil)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("got %s (%v)\nwant %s", got, err, want)
+		if msg := sameAsEncodingJSON(&resp); msg != "" {
+			t.Fatal(msg)
 		}
 	})
 }
