@@ -90,10 +90,14 @@ func writeAppended(w http.ResponseWriter, status int, v jsonAppender) {
 		writeJSON(w, status, v)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
 	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	// Known up front: a body over net/http's 2 KB buffer is then not sent
+	// chunked.
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	if cap(b) <= maxPooledResp {
 		*bp = b

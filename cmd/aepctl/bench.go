@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,9 +320,15 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 		return BenchReport{}, err
 	}
 	rep := BenchReport{Config: cfg}
-	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second}
-	defer tr.CloseIdleConnections()
-	hs := httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
+	var hs batchSender
+	if cs, ok := newConnSender(cfg.URL, cfg.Token, cfg.Dialect, cfg.Concurrency); ok {
+		defer cs.close()
+		hs = cs
+	} else {
+		tr := &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second}
+		defer tr.CloseIdleConnections()
+		hs = httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
+	}
 	start := time.Now()
 	rep.Gateway = runPhase(ctx, cfg, start, "gateway", cfg.URL+Endpoint(cfg.Dialect), hs)
 	if len(cfg.BaselineBrokers) == 0 || ctx.Err() != nil {
@@ -522,7 +529,12 @@ func (h httpSender) send(ctx context.Context, b *loadBatch) outcome {
 	if err != nil {
 		return outcome{failed: n, status: "error"}
 	}
-	o := outcome{accepted: res.Accepted, status: fmt.Sprint(res.Status)}
+	return httpOutcome(res, n)
+}
+
+// httpOutcome counts the gateway's answer to a batch of n events.
+func httpOutcome(res Result, n int) outcome {
+	o := outcome{accepted: res.Accepted, status: strconv.Itoa(res.Status)}
 	if res.Status >= 500 || res.Status == http.StatusTooManyRequests {
 		o.failed = n - res.Accepted
 	} else {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,5 +213,29 @@ func TestBenchCPUPerEvent(t *testing.T) {
 	a := PhaseCPU{Client: 5, Gateway: 7, Broker: 9}
 	if d := a.sub(PhaseCPU{Client: 1, Gateway: 2, Broker: 3}); d != (PhaseCPU{Client: 4, Gateway: 5, Broker: 6}) {
 		t.Errorf("sub %+v", d)
+	}
+}
+
+// The bench's own connections serve plain-HTTP gateways, under any base
+// path; https goes through net/http.
+func TestConnSenderRequestHead(t *testing.T) {
+	if _, ok := newConnSender("https://127.0.0.1:8443", "", aep.DialectR, 1); ok {
+		t.Error("https taken by the plain-HTTP sender")
+	}
+	s, ok := newConnSender("http://127.0.0.1:8080/gw/", "k1", aep.DialectR, 1)
+	if !ok {
+		t.Fatal("http refused")
+	}
+	for _, want := range []string{"POST /gw/events HTTP/1.1\r\n", "Host: 127.0.0.1:8080\r\n", "Authorization: Bearer k1\r\n", "AEP-Version: ", "Content-Type: application/x-ndjson\r\n"} {
+		if !strings.Contains(string(s.head), want) {
+			t.Errorf("head lacks %q:\n%s", want, s.head)
+		}
+	}
+	if !strings.HasSuffix(string(s.head), "Content-Length: ") || s.addr != "127.0.0.1:8080" {
+		t.Errorf("head %q, addr %q", s.head, s.addr)
+	}
+	d, _ := newConnSender("http://localhost", "", aep.DialectD, 1)
+	if !strings.HasPrefix(string(d.head), "POST /aep/events ") || strings.Contains(string(d.head), "AEP-Version") || d.addr != "localhost:80" {
+		t.Errorf("D head %q, addr %q", d.head, d.addr)
 	}
 }
