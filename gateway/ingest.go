@@ -268,16 +268,23 @@ func (s *Server) admitEvents(tenant string, d aep.Dialect, n int) []IngestResult
 	return res
 }
 
+// maxPresizedBody bounds the buffer readBody allocates on the strength of a
+// Content-Length alone, before the bytes arrive: a client declaring 8 MB and
+// sending nothing holds no more than this (the tenant's in-flight byte cap
+// bounds the declared total as well).
+const maxPresizedBody = 1 << 20
+
 // readBody reads a request body bounded by the body limit. A body over the
-// limit is reported as tooLarge. With a Content-Length the body is read into
-// one buffer of that size (no growing and copying); the buffer is the
-// request's own, so records may alias it (ingestor.write's owned).
+// limit is reported as tooLarge. With a Content-Length up to
+// maxPresizedBody the body is read into one buffer of that size (no growing
+// and copying); the buffer is the request's own, so records may alias it
+// (ingestor.write's owned).
 func readBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, tooLarge bool, err error) {
 	if r.ContentLength > max {
 		return nil, true, fmt.Errorf("request body is %d bytes, over the %d-byte limit", r.ContentLength, max)
 	}
 	rd := http.MaxBytesReader(w, r.Body, max)
-	if r.ContentLength > 0 {
+	if r.ContentLength > 0 && r.ContentLength <= maxPresizedBody {
 		body = make([]byte, r.ContentLength)
 		var n int
 		n, err = io.ReadFull(rd, body) // a short body is io.ErrUnexpectedEOF, as io.ReadAll reports it

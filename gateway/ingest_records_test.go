@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -30,5 +33,37 @@ func TestRecordsAliasOnlyOwnedBytes(t *testing.T) {
 		if aliased := recs[0].Value[0] == '!'; aliased != owned {
 			t.Errorf("owned %v: value aliases the event bytes: %v", owned, aliased)
 		}
+	}
+}
+
+// A body larger than readBody presizes from its Content-Length is read
+// whole the other way, every event written with the bytes it was sent with.
+func TestIngestBodyOverPresizedBound(t *testing.T) {
+	g := newTestGateway(t, nil)
+	var body []byte
+	pad := strings.Repeat("x", 1200)
+	for i := 0; i < 1000; i++ {
+		ev := strings.Replace(rEvent("s1", i), `"data":{"tool":{"name":"Bash"}}`, `"data":{"pad":"`+pad+`"}`, 1)
+		body = append(append(body, ev...), '\n')
+	}
+	if len(body) <= maxPresizedBody {
+		t.Fatalf("body of %d bytes does not exceed the presized bound", len(body))
+	}
+	resp := g.postR("application/x-ndjson", body)
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("status %d: %s", resp.status, resp.body)
+	}
+	recs := g.readAll("aep.default.events", 1000)
+	want := map[string]bool{}
+	for _, l := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+		want[string(l)] = true
+	}
+	for _, r := range recs {
+		if !want[string(r.Value)] {
+			t.Fatalf("record value not among the events sent: %.80s", r.Value)
+		}
+	}
+	if len(recs) != 1000 {
+		t.Fatalf("%d records, want 1000", len(recs))
 	}
 }
