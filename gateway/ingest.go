@@ -122,7 +122,13 @@ func asParseError(d aep.Dialect, err error) *aep.Error {
 // detached from the request's cancellation: once events are handed to Kafka
 // the client gets their outcome, and a client that went away does not make
 // the gateway forget what it wrote. Only the timeout bounds it.
-func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome) error {
+//
+// With owned, the frames' bytes belong to this request and are never
+// reused (an HTTP body read for it): the records' values alias them instead
+// of a copy. Without it (bytes lent by a caller that may reuse them once
+// write returns, while Kafka may still hold an unacknowledged record), the
+// values are copied.
+func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome, owned bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.timeout)
 	defer cancel()
 	info, err := in.topics.Ensure(ctx, tenant)
@@ -134,7 +140,7 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		}
 		return err
 	}
-	recs, idx := in.records(info.Name, outs)
+	recs, idx := in.records(info.Name, outs, owned)
 	if len(recs) == 0 {
 		return nil
 	}
@@ -162,21 +168,26 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 }
 
 // records builds the records of the events of outs that parsed, and the
-// index in outs of each. Records, values, keys and headers come from one
-// allocation each for the whole request, not several per event. Values and
-// keys are copied: the request body buffer is not retained.
-func (in *ingestor) records(topic string, outs []outcome) ([]*kgo.Record, []int) {
+// index in outs of each. Records, keys and header values come from one
+// allocation each for the whole request, not several per event. Values
+// alias the frames' bytes when owned, else are copied into one allocation.
+func (in *ingestor) records(topic string, outs []outcome, owned bool) ([]*kgo.Record, []int) {
 	const hdrsPerEvent = 12
-	size := 0
+	size, hsize := 0, 0
 	for i := range outs {
 		if outs[i].parseErr == nil {
 			size += len(outs[i].raw)
+			hsize += partitioning.HeaderValuesLen(&outs[i].attrs)
 		}
 	}
 	slab := make([]kgo.Record, len(outs))
-	vals := make([]byte, 0, size)
+	var vals []byte
+	if !owned {
+		vals = make([]byte, 0, size)
+	}
 	keys := make([]byte, 0, 32*len(outs)) // never nil: an empty key stays empty, not null
 	hdrs := make([]kgo.RecordHeader, len(outs)*hdrsPerEvent)
+	hvals := make([]byte, 0, hsize)
 	recs := make([]*kgo.Record, 0, len(outs))
 	idx := make([]int, 0, len(outs))
 	for i := range outs {
@@ -184,15 +195,19 @@ func (in *ingestor) records(topic string, outs []outcome) ([]*kgo.Record, []int)
 		if o.parseErr != nil {
 			continue
 		}
-		vals = append(vals, o.raw...)
-		k := in.keys.Key(&o.attrs)
-		keys = append(keys, k...)
 		r := &slab[len(recs)]
 		r.Topic = topic
+		if owned {
+			r.Value = o.raw[:len(o.raw):len(o.raw)]
+		} else {
+			vals = append(vals, o.raw...)
+			r.Value = vals[len(vals)-len(o.raw) : len(vals) : len(vals)]
+		}
+		k := in.keys.Key(&o.attrs)
+		keys = append(keys, k...)
 		r.Key = keys[len(keys)-len(k) : len(keys) : len(keys)]
-		r.Value = vals[len(vals)-len(o.raw) : len(vals) : len(vals)]
 		h := hdrs[len(recs)*hdrsPerEvent : len(recs)*hdrsPerEvent : (len(recs)+1)*hdrsPerEvent]
-		r.Headers = partitioning.AppendHeaders(h, &o.attrs)
+		r.Headers, hvals = partitioning.AppendHeadersTo(h, hvals, &o.attrs)
 		recs = append(recs, r)
 		idx = append(idx, i)
 	}
@@ -253,13 +268,30 @@ func (s *Server) admitEvents(tenant string, d aep.Dialect, n int) []IngestResult
 	return res
 }
 
+// maxPresizedBody bounds the buffer readBody allocates on the strength of a
+// Content-Length alone, before the bytes arrive: a client declaring 8 MB and
+// sending nothing holds no more than this (the tenant's in-flight byte cap
+// bounds the declared total as well).
+const maxPresizedBody = 1 << 20
+
 // readBody reads a request body bounded by the body limit. A body over the
-// limit is reported as tooLarge.
+// limit is reported as tooLarge. With a Content-Length up to
+// maxPresizedBody the body is read into one buffer of that size (no growing
+// and copying); the buffer is the request's own, so records may alias it
+// (ingestor.write's owned).
 func readBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, tooLarge bool, err error) {
 	if r.ContentLength > max {
 		return nil, true, fmt.Errorf("request body is %d bytes, over the %d-byte limit", r.ContentLength, max)
 	}
-	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	rd := http.MaxBytesReader(w, r.Body, max)
+	if r.ContentLength > 0 && r.ContentLength <= maxPresizedBody {
+		body = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(rd, body) // a short body is io.ErrUnexpectedEOF, as io.ReadAll reports it
+		body = body[:n]
+	} else {
+		body, err = io.ReadAll(rd)
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, true, fmt.Errorf("request body is over the %d-byte limit", max)

@@ -110,7 +110,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	var writeErr error
 	if valid > 0 {
-		writeErr = s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs)
+		writeErr = s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true)
 	}
 	for i := range outs {
 		o := &outs[i]

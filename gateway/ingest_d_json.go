@@ -43,14 +43,7 @@ func (resp *dIngestResponse) appendJSON(dst []byte) ([]byte, error) {
 		dst = strconv.AppendInt(dst, int64(p.EventIndex), 10)
 		dst = append(dst, `,"id":`...)
 		dst = appendJSONString(dst, p.ID)
-		dst = append(dst, `,"partition":`...)
-		dst = strconv.AppendInt(dst, int64(p.Partition), 10)
-		dst = append(dst, `,"offset":`...)
-		dst = strconv.AppendInt(dst, p.Offset, 10)
-		if p.Reused {
-			dst = append(dst, `,"reused_offset":true`...)
-		}
-		dst = append(dst, '}')
+		dst = appendPlace(dst, p.Partition, p.Offset, p.Reused)
 	}
 	return append(dst, "]}"...), nil
 }
@@ -76,19 +69,35 @@ var respBufs = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &
 
 const maxPooledResp = 256 << 10
 
+// jsonAppender is a response body that appends its own JSON, as
+// encoding/json would write it.
+type jsonAppender interface {
+	appendJSON(dst []byte) ([]byte, error)
+}
+
 // writeDIngest writes resp with status as writeJSON would.
 func writeDIngest(w http.ResponseWriter, status int, resp *dIngestResponse) {
+	writeAppended(w, status, resp)
+}
+
+// writeAppended writes v with status as writeJSON would, from a pooled
+// buffer; when v cannot append itself, through writeJSON.
+func writeAppended(w http.ResponseWriter, status int, v jsonAppender) {
 	bp := respBufs.Get().(*[]byte)
-	b, err := resp.appendJSON((*bp)[:0])
+	b, err := v.appendJSON((*bp)[:0])
 	if err != nil {
 		respBufs.Put(bp)
-		writeJSON(w, status, resp)
+		writeJSON(w, status, v)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
 	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	// Known up front: a body over net/http's 2 KB buffer is then not sent
+	// chunked.
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 	if cap(b) <= maxPooledResp {
 		*bp = b

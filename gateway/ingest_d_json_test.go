@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -23,13 +24,8 @@ func TestDIngestResponseJSONMatchesEncodingJSON(t *testing.T) {
 		}, Positions: []dPosition{{EventIndex: 1, ID: "evt_1", Partition: -1, Offset: -1}}},
 	}
 	for name, resp := range cases {
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := resp.appendJSON(nil)
-		if err != nil || string(got) != string(want) {
-			t.Errorf("%s:\n got %s (%v)\nwant %s", name, got, err, want)
+		if msg := sameAsEncodingJSON(&resp); msg != "" {
+			t.Errorf("%s: %s", name, msg)
 		}
 	}
 }
@@ -65,13 +61,22 @@ func FuzzDIngestResponseJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, topic string, offset int64, reused bool) {
 		resp := dIngestResponse{Accepted: 1, Errors: []dEventError{}, Topic: topic,
 			Positions: []dPosition{{EventIndex: 3, ID: id, Partition: 2, Offset: offset, Reused: reused}}}
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := resp.appendJSON(nil)
-		if err != nil || string(got) != string(want) {
-			t.Fatalf("got %s (%v)\nwant %s", got, err, want)
+		if msg := sameAsEncodingJSON(&resp); msg != "" {
+			t.Fatal(msg)
 		}
 	})
+}
+
+// sameAsEncodingJSON returns "" when v appends what encoding/json writes
+// for it, else what differs.
+func sameAsEncodingJSON(v jsonAppender) string {
+	want, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	got, err := v.appendJSON(nil)
+	if err != nil || string(got) != string(want) {
+		return fmt.Sprintf("\n got %s (%v)\nwant %s", got, err, want)
+	}
+	return ""
 }

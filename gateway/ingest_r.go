@@ -89,7 +89,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		s.writeInvalidR(w, outs)
 		return
 	}
-	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs)
+	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true)
 	resp := rUnavailable{Positions: make([]rPosition, 0, len(outs))}
 	for i := range outs {
 		o := &outs[i]
@@ -104,7 +104,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.accepted(d, resp.Accepted)
 	if writeErr == nil {
-		writeJSON(w, http.StatusAccepted, rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions})
+		writeAppended(w, http.StatusAccepted, &rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions})
 		return
 	}
 	s.metrics.rejected(d, "kafka", len(resp.Failed))

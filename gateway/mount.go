@@ -73,7 +73,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 	}
 	if valid > 0 {
 		mctx, span := tracing.StartMessage(ctx, d.String(), tenant, len(events))
-		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs))
+		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs, false))
 	}
 	res := make([]IngestResult, len(outs))
 	accepted := 0

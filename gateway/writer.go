@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,35 +34,82 @@ var ErrUnacknowledged = errors.New("kafka did not acknowledge the event in time;
 
 // Write implements Writer. It returns when every record has an outcome or
 // ctx ends; records still unacknowledged then get ErrUnacknowledged (their
-// late outcome is discarded: the buffered channel never blocks the client).
+// late outcome is discarded).
+//
+// One promise serves every record of the call: it gathers outcomes under
+// a mutex, so a write costs a few allocations, none per record. A record's
+// place in recs is looked up by pointer only when something failed or the
+// context ended first.
 func (w KafkaWriter) Write(ctx context.Context, recs []*kgo.Record) []error {
-	type result struct {
-		i   int
-		err error
-	}
-	results := make(chan result, len(recs))
-	for i, r := range recs {
-		w.Client.Produce(ctx, r, func(_ *kgo.Record, err error) { results <- result{i, err} })
-	}
 	errs := make([]error, len(recs))
-	pending := make([]bool, len(recs))
-	for i := range pending {
-		pending[i] = true
+	if len(recs) == 0 {
+		return errs
 	}
-	for n := 0; n < len(recs); n++ {
-		select {
-		case res := <-results:
-			errs[res.i], pending[res.i] = res.err, false
-		case <-ctx.Done():
-			for i, p := range pending {
-				if p {
-					errs[i] = fmt.Errorf("%w: %w", ErrUnacknowledged, ctx.Err())
-				}
-			}
-			return errs
+	wt := &writeWait{left: len(recs), acked: make([]*kgo.Record, 0, len(recs)), done: make(chan struct{})}
+	for _, r := range recs {
+		w.Client.Produce(ctx, r, wt.promise)
+	}
+	select {
+	case <-wt.done:
+	case <-ctx.Done():
+	}
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	wt.closed = true
+	if wt.left == 0 && len(wt.failed) == 0 {
+		return errs
+	}
+	outcome := make(map[*kgo.Record]error, len(wt.failed)+len(wt.acked))
+	for _, f := range wt.failed {
+		outcome[f.r] = f.err
+	}
+	for _, r := range wt.acked {
+		outcome[r] = nil
+	}
+	for i, r := range recs {
+		err, ok := outcome[r]
+		switch {
+		case ok:
+			errs[i] = err
+		case wt.left > 0:
+			errs[i] = fmt.Errorf("%w: %w", ErrUnacknowledged, ctx.Err())
 		}
 	}
 	return errs
+}
+
+// writeWait gathers the outcomes of one Write: the failures with their
+// errors, the successes (so that, when ctx ends first, the records still
+// pending can be told apart) and how many are left.
+type writeWait struct {
+	mu     sync.Mutex
+	left   int // records without an outcome yet
+	failed []failedRec
+	acked  []*kgo.Record
+	closed bool // Write returned: late outcomes are dropped
+	done   chan struct{}
+}
+
+type failedRec struct {
+	r   *kgo.Record
+	err error
+}
+
+func (wt *writeWait) promise(r *kgo.Record, err error) {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if wt.closed {
+		return
+	}
+	if err != nil {
+		wt.failed = append(wt.failed, failedRec{r, err})
+	} else {
+		wt.acked = append(wt.acked, r)
+	}
+	wt.left--
+	if wt.left == 0 {
+		close(wt.done)
+	}
 }
 
 // NewProducerOpts are the client options every gateway producer uses:

@@ -36,39 +36,74 @@ const (
 	HeaderExtPrefix = "aep-x-"
 )
 
-// AppendHeaders appends the routing headers of a to dst and returns it.
+// AppendHeaders appends the routing headers of a to dst and returns it. The
+// header values share one allocation.
 func AppendHeaders(dst []kgo.RecordHeader, a *aep.Attrs) []kgo.RecordHeader {
-	add := func(k, v string) {
-		if v != "" {
-			dst = append(dst, kgo.RecordHeader{Key: k, Value: []byte(v)})
-		}
-	}
-	add(HeaderDialect, a.Dialect.String())
-	add(HeaderID, a.ID)
-	add(HeaderType, a.Type)
-	add(HeaderSource, a.Source)
-	add(HeaderSession, a.Session)
-	add(HeaderConversation, a.Conversation)
-	add(HeaderTask, a.Task)
-	add(HeaderTarget, a.Target)
-	add(HeaderTopic, a.Topic)
-	add(HeaderAgent, a.Agent)
-	add(HeaderSubject, a.Subject)
-	add(HeaderRun, a.Run)
-	add(HeaderStep, a.Step)
-	add(HeaderCause, a.Cause)
-	add(HeaderSeverity, a.Severity)
-	add(HeaderCapture, a.Capture)
+	dst, _ = AppendHeadersTo(dst, make([]byte, 0, HeaderValuesLen(a)), a)
+	return dst
+}
+
+// HeaderValuesLen is the bytes AppendHeadersTo appends to buf for a: the
+// string attributes plus room for the epoch and seq in decimal.
+func HeaderValuesLen(a *aep.Attrs) int {
+	n := len(a.ID) + len(a.Type) + len(a.Source) + len(a.Session) + len(a.Conversation) + len(a.Task) +
+		len(a.Target) + len(a.Topic) + len(a.Agent) + len(a.Subject) + len(a.Run) + len(a.Step) +
+		len(a.Cause) + len(a.Severity) + len(a.Capture) + 1 // the dialect
 	if a.HasEpoch {
-		add(HeaderEpoch, strconv.FormatInt(a.Epoch, 10))
+		n += 20
 	}
 	if a.HasSeq {
-		add(HeaderSeq, strconv.FormatInt(a.Seq, 10))
+		n += 20
+	}
+	return n
+}
+
+// AppendHeadersTo is AppendHeaders with the header values appended to buf,
+// which it returns: a caller building many records gives them one buffer
+// (HeaderValuesLen sizes it) instead of an allocation per header. Each
+// value is capped at its length, so appending to one never overwrites the
+// next; when buf grows, values already appended keep the old array.
+func AppendHeadersTo(dst []kgo.RecordHeader, buf []byte, a *aep.Attrs) ([]kgo.RecordHeader, []byte) {
+	add := func(k string, v []byte) {
+		dst = append(dst, kgo.RecordHeader{Key: k, Value: v[:len(v):len(v)]})
+	}
+	str := func(k, v string) {
+		if v != "" {
+			s := len(buf)
+			buf = append(buf, v...)
+			add(k, buf[s:])
+		}
+	}
+	str(HeaderDialect, a.Dialect.String())
+	str(HeaderID, a.ID)
+	str(HeaderType, a.Type)
+	str(HeaderSource, a.Source)
+	str(HeaderSession, a.Session)
+	str(HeaderConversation, a.Conversation)
+	str(HeaderTask, a.Task)
+	str(HeaderTarget, a.Target)
+	str(HeaderTopic, a.Topic)
+	str(HeaderAgent, a.Agent)
+	str(HeaderSubject, a.Subject)
+	str(HeaderRun, a.Run)
+	str(HeaderStep, a.Step)
+	str(HeaderCause, a.Cause)
+	str(HeaderSeverity, a.Severity)
+	str(HeaderCapture, a.Capture)
+	if a.HasEpoch {
+		s := len(buf)
+		buf = strconv.AppendInt(buf, a.Epoch, 10)
+		add(HeaderEpoch, buf[s:])
+	}
+	if a.HasSeq {
+		s := len(buf)
+		buf = strconv.AppendInt(buf, a.Seq, 10)
+		add(HeaderSeq, buf[s:])
 	}
 	for _, e := range a.Ext {
 		dst = append(dst, kgo.RecordHeader{Key: HeaderExtPrefix + e.Name, Value: e.Value})
 	}
-	return dst
+	return dst, buf
 }
 
 // DecodeHeaders fills a from a record's headers, resetting it first. Unknown

@@ -34,6 +34,39 @@ func TestHeadersRoundTrip(t *testing.T) {
 	}
 }
 
+// Records built from one shared buffer carry the same headers as records
+// built alone, however small the buffer starts, and appending to one
+// header's value never reaches the next.
+func TestAppendHeadersToSharedBuffer(t *testing.T) {
+	evs := []aep.Attrs{
+		{Dialect: aep.DialectR, ID: "01J", Type: "tool.requested", Source: "aep://h/a", Session: "s1", Run: "r1",
+			Epoch: -7, HasEpoch: true, Seq: 1 << 40, HasSeq: true, Ext: []aep.Ext{{Name: "x_n", Value: []byte(`5`)}}},
+		{Dialect: aep.DialectD, ID: "evt_2", Type: "task.progress", Source: "agent:a", Task: "t"},
+	}
+	for _, start := range []int{0, 3, HeaderValuesLen(&evs[0]) + HeaderValuesLen(&evs[1])} {
+		buf := make([]byte, 0, start)
+		var got [][]kgo.RecordHeader
+		for i := range evs {
+			var hs []kgo.RecordHeader
+			hs, buf = AppendHeadersTo(nil, buf, &evs[i])
+			got = append(got, hs)
+		}
+		for i := range evs {
+			if want := AppendHeaders(nil, &evs[i]); !reflect.DeepEqual(got[i], want) {
+				t.Errorf("buffer of %d, event %d:\n got %+v\nwant %+v", start, i, got[i], want)
+			}
+			if n := len(got[i][0].Value); cap(got[i][0].Value) != n {
+				t.Errorf("buffer of %d, event %d: value capacity %d over its length %d", start, i, cap(got[i][0].Value), n)
+			}
+		}
+	}
+	for i := range evs {
+		if n := len(AppendHeaders(nil, &evs[i])); n == 0 {
+			t.Fatalf("event %d: no headers", i)
+		}
+	}
+}
+
 func TestHeadersOmitAbsent(t *testing.T) {
 	a := aep.Attrs{Dialect: aep.DialectD, ID: "e", Type: "a.b", Source: "s"}
 	hs := AppendHeaders(nil, &a)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make bench-report: every comparative benchmark of issue 13 in one run, then
 # docs/benchmarks.md's generated section and charts (cmd/benchreport).
-# Knobs (environment): KAFKA_BROKERS (127.0.0.1:9092), BENCH_DURATION (10s, each
+# Knobs (environment): KAFKA_BROKERS (127.0.0.1:9092), KAFKA_PID (the broker's
+# process, for its CPU time per event; found with pgrep when unset),
+# BENCH_DURATION (10s, each
 # measured phase), BENCH_SUBS (100,1000), BENCH_RATES (250,500,1000,2000),
 # BENCH_IDLE (10000 connections), BENCH_RESUME (1: run the resume Go benchmark,
 # 0: skip), BENCH_OUT (.bench), CENTRIFUGO (a Centrifugo v6 binary; default:
@@ -47,23 +49,56 @@ cat >"$BENCH_OUT/meta.json" <<JSON
  "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
 JSON
 
-# Ingest: one gateway on the real Kafka, three shapes, each beside franz-go.
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo 18480)
+# Ingest: one gateway on the real Kafka, three shapes, each beside franz-go;
+# then one gateway on its embedded broker, the same shapes, the baseline
+# producing to that same embedded broker. Each run also reports the CPU time
+# per event of aepctl, the gateway and (real Kafka) the broker.
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo "$1"; }
+KAFKA_PID=${KAFKA_PID:-$(pgrep -f 'kafka\.Kafka' | head -1 || true)}
+ingest_runs() { # $1: file prefix, $2: baseline brokers, $3...: extra bench flags
+  local name=$1 brokers=$2
+  shift 2
+  say "ingest ($name): warm-up (creates the topics, fills the metadata caches; not reported)"
+  bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
+    --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" >/dev/null
+  for shape in "100 8" "1000 8" "1 64"; do
+    set -- $shape "$@"
+    local b=$1 c=$2
+    shift 2
+    say "ingest ($name): batch $b, concurrency $c, $BENCH_DURATION per phase"
+    bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
+      --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --gateway-pid "$gw_pid" "$@" \
+      --output json --progress >"$BENCH_OUT/ingest-$name$b.json"
+  done
+}
+wait_healthy() {
+  for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  say "the gateway did not become healthy; see its log in $BENCH_OUT"
+  return 1
+}
+
+port=$(free_port 18480)
 bin/aep-gateway --listen "127.0.0.1:$port" --kafka-brokers "$KAFKA_BROKERS" --topic-replication-factor -1 \
   --topic-template "${prefix}{tenant}.events" --topic-retention 1h --log-level warn --access-log-sample 0 \
   --max-connections 0 --max-connections-per-ip 0 >"$BENCH_OUT/ingest-gateway.log" 2>&1 &
 gw_pid=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
-say "ingest: warm-up (creates the topics, fills the metadata caches; not reported)"
-bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
-  --baseline-kafka "$KAFKA_BROKERS" --baseline-topic "${prefix}baseline" >/dev/null
-for shape in "100 8" "1000 8" "1 64"; do
-  set -- $shape
-  say "ingest: batch $1, concurrency $2, $BENCH_DURATION per phase"
-  bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$1" --concurrency "$2" \
-    --baseline-kafka "$KAFKA_BROKERS" --baseline-topic "${prefix}baseline" --output json --progress >"$BENCH_OUT/ingest-$1.json"
-done
+wait_healthy
+broker_flags=()
+[ -n "$KAFKA_PID" ] && broker_flags=(--broker-pid "$KAFKA_PID")
+ingest_runs "" "$KAFKA_BROKERS" "${broker_flags[@]}"
 kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
+
+port=$(free_port 18481)
+kport=$(free_port 18482)
+emb_dir=$(mktemp -d)
+bin/aep-gateway --listen "127.0.0.1:$port" --data-dir "$emb_dir" --embedded-kafka-listen "127.0.0.1:$kport" \
+  --log-level warn --access-log-sample 0 --max-connections 0 --max-connections-per-ip 0 \
+  >"$BENCH_OUT/ingest-gateway-embedded.log" 2>&1 &
+gw_pid=$!
+wait_healthy
+ingest_runs "emb-" "127.0.0.1:$kport"
+kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
+rm -rf "$emb_dir"
 
 say "fan-out: subscribers $BENCH_SUBS, SSE and WebSocket, gateway vs Centrifugo"
 bin/aepctl bench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \

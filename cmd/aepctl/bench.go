@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,12 @@ type BenchConfig struct {
 	// BaselinePartitions of a created BaselineTopic; zero means 12, the
 	// gateway's default for tenant topics.
 	BaselinePartitions int
+
+	// GatewayPID and BrokerPID, when not zero, are processes on this
+	// machine whose CPU time each phase reports beside aepctl's own
+	// (/proc/<pid>/stat): the gateway, and the Kafka broker (none apart
+	// from the gateway for its embedded broker).
+	GatewayPID, BrokerPID int
 
 	// Progress, when not nil, gets a line when a phase starts and ends and
 	// one per ProgressEvery while it runs.
@@ -202,6 +210,47 @@ type PhaseReport struct {
 	// target shows here (the correction for coordinated omission). Zero
 	// with --max, where there is no schedule.
 	FromSchedule LatencySummary
+	// CPU is the CPU time the measured processes used during the phase.
+	CPU PhaseCPU
+}
+
+// PhaseCPU is the CPU time of the processes of a run during one phase. On a
+// shared machine throughput follows the load of others; CPU time per event
+// does much less, and it is what bounds throughput when the cores are the
+// limit (the gateway, its broker and the client sharing them).
+type PhaseCPU struct {
+	Client  time.Duration // aepctl itself: generating and sending
+	Gateway time.Duration // BenchConfig.GatewayPID; zero without
+	Broker  time.Duration // BenchConfig.BrokerPID; zero without
+}
+
+// Total is the CPU time of every measured process.
+func (c PhaseCPU) Total() time.Duration { return c.Client + c.Gateway + c.Broker }
+
+// PerEvent is d over the phase's accepted events, in microseconds, or 0.
+func (p PhaseReport) PerEvent(d time.Duration) float64 {
+	if p.Accepted == 0 {
+		return 0
+	}
+	return float64(d) / float64(time.Microsecond) / float64(p.Accepted)
+}
+
+// cpuSample reads the CPU time of aepctl and of the configured processes;
+// a process that cannot be read counts zero.
+func cpuSample(cfg BenchConfig) PhaseCPU {
+	var c PhaseCPU
+	c.Client, _ = procCPU(os.Getpid())
+	if cfg.GatewayPID > 0 {
+		c.Gateway, _ = procCPU(cfg.GatewayPID)
+	}
+	if cfg.BrokerPID > 0 {
+		c.Broker, _ = procCPU(cfg.BrokerPID)
+	}
+	return c
+}
+
+func (c PhaseCPU) sub(o PhaseCPU) PhaseCPU {
+	return PhaseCPU{Client: c.Client - o.Client, Gateway: c.Gateway - o.Gateway, Broker: c.Broker - o.Broker}
 }
 
 // AcceptedPerSec is the phase's accepted events over its elapsed time.
@@ -225,6 +274,21 @@ func (r BenchReport) Ratio() float64 {
 		return 0
 	}
 	return r.Gateway.AcceptedPerSec() / r.Baseline.AcceptedPerSec()
+}
+
+// CPURatio is the baseline's CPU time per event over the gateway phase's,
+// both summed over the measured processes, or 0: the throughput ratio the
+// two paths would have on cores they had to themselves. Without GatewayPID
+// it is 0 (the gateway phase's cost would be missing its main part).
+func (r BenchReport) CPURatio() float64 {
+	if r.Baseline == nil || r.Config.GatewayPID == 0 {
+		return 0
+	}
+	g := r.Gateway.PerEvent(r.Gateway.CPU.Total())
+	if g == 0 {
+		return 0
+	}
+	return r.Baseline.PerEvent(r.Baseline.CPU.Total()) / g
 }
 
 // loadBatch is one request's worth of generated events.
@@ -256,9 +320,15 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 		return BenchReport{}, err
 	}
 	rep := BenchReport{Config: cfg}
-	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second}
-	defer tr.CloseIdleConnections()
-	hs := httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
+	var hs batchSender
+	if cs, ok := newConnSender(cfg.URL, cfg.Token, cfg.Dialect, cfg.Concurrency); ok {
+		defer cs.close()
+		hs = cs
+	} else {
+		tr := &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency, MaxConnsPerHost: cfg.Concurrency, IdleConnTimeout: 30 * time.Second}
+		defer tr.CloseIdleConnections()
+		hs = httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
+	}
 	start := time.Now()
 	rep.Gateway = runPhase(ctx, cfg, start, "gateway", cfg.URL+Endpoint(cfg.Dialect), hs)
 	if len(cfg.BaselineBrokers) == 0 || ctx.Err() != nil {
@@ -283,14 +353,16 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 	var wg sync.WaitGroup
 	var live atomic.Int64 // accepted so far, for progress lines
 	start := time.Now()
+	cpu0 := cpuSample(cfg)
 	stopProgress := startProgress(cfg, name, target, start, &live)
 	for i := range workers {
 		wg.Go(func() { workers[i].run(ctx, cfg.RequestTimeout, s, jobs, &live) })
 	}
 	sent, behind := dispatch(ctx, cfg, genStart, start, jobs)
 	wg.Wait()
+	cpu := cpuSample(cfg).sub(cpu0)
 	stopProgress()
-	rep := PhaseReport{Name: name, Target: target, Elapsed: time.Since(start), Events: sent, Behind: behind, ByStatus: map[string]int{}}
+	rep := PhaseReport{Name: name, Target: target, Elapsed: time.Since(start), Events: sent, Behind: behind, ByStatus: map[string]int{}, CPU: cpu}
 	var h, hs histogram
 	for i := range workers {
 		w := &workers[i]
@@ -457,7 +529,12 @@ func (h httpSender) send(ctx context.Context, b *loadBatch) outcome {
 	if err != nil {
 		return outcome{failed: n, status: "error"}
 	}
-	o := outcome{accepted: res.Accepted, status: fmt.Sprint(res.Status)}
+	return httpOutcome(res, n)
+}
+
+// httpOutcome counts the gateway's answer to a batch of n events.
+func httpOutcome(res Result, n int) outcome {
+	o := outcome{accepted: res.Accepted, status: strconv.Itoa(res.Status)}
 	if res.Status >= 500 || res.Status == http.StatusTooManyRequests {
 		o.failed = n - res.Accepted
 	} else {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ func TestBenchFixedRateWithBaseline(t *testing.T) {
 			rep, err := RunBench(context.Background(), BenchConfig{
 				Dialect: d, URL: g.url, Rate: rate, Duration: time.Second, Concurrency: 2, Batch: batch, Sessions: 5,
 				BaselineBrokers: g.cluster.ListenAddrs(), BaselinePartitions: 3,
+				GatewayPID: os.Getpid(), // in process: the gateway's CPU is aepctl's
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -60,6 +63,11 @@ func TestBenchFixedRateWithBaseline(t *testing.T) {
 			}
 			if rep.Ratio() <= 0 {
 				t.Fatal("no ratio")
+			}
+			for _, p := range []PhaseReport{rep.Gateway, *rep.Baseline} {
+				if c := p.CPU; c.Client < 0 || c.Gateway < 0 || c.Broker != 0 || c.Client+c.Gateway == 0 && p.Elapsed > 5*time.Second {
+					t.Fatalf("%s: CPU %+v over %v", p.Name, c, p.Elapsed)
+				}
 			}
 			// Both phases sent the same bytes.
 			if rep.Gateway.Events == rep.Baseline.Events {
@@ -176,5 +184,58 @@ func TestBenchStopsAgainstAHungServer(t *testing.T) {
 	p := rep.Gateway
 	if p.Requests == 0 || p.Accepted != 0 || p.Failed != p.Requests*5 || p.ByStatus["error"] != p.Requests || p.Events != p.Failed {
 		t.Fatalf("%+v", p)
+	}
+}
+
+// CPU time per event: each phase's processes over its accepted events, and
+// the baseline's total over the gateway phase's, only when the gateway's
+// process was measured.
+func TestBenchCPUPerEvent(t *testing.T) {
+	g := PhaseReport{Accepted: 1000, CPU: PhaseCPU{Client: 3 * time.Millisecond, Gateway: 5 * time.Millisecond, Broker: 2 * time.Millisecond}}
+	k := PhaseReport{Accepted: 2000, CPU: PhaseCPU{Client: 4 * time.Millisecond, Broker: 4 * time.Millisecond}}
+	if got := g.PerEvent(g.CPU.Total()); got != 10 {
+		t.Errorf("gateway phase total %.2f µs/event, want 10", got)
+	}
+	if got := g.PerEvent(g.CPU.Gateway); got != 5 {
+		t.Errorf("gateway %.2f µs/event, want 5", got)
+	}
+	rep := BenchReport{Config: BenchConfig{GatewayPID: 1}, Gateway: g, Baseline: &k}
+	if got := rep.CPURatio(); got != 0.4 {
+		t.Errorf("CPU ratio %.3f, want 0.4 (4 µs over 10 µs)", got)
+	}
+	rep.Config.GatewayPID = 0
+	if got := rep.CPURatio(); got != 0 {
+		t.Errorf("CPU ratio without the gateway's process %.3f, want 0", got)
+	}
+	if got := (PhaseReport{}).PerEvent(time.Second); got != 0 {
+		t.Errorf("no events: %.2f, want 0", got)
+	}
+	a := PhaseCPU{Client: 5, Gateway: 7, Broker: 9}
+	if d := a.sub(PhaseCPU{Client: 1, Gateway: 2, Broker: 3}); d != (PhaseCPU{Client: 4, Gateway: 5, Broker: 6}) {
+		t.Errorf("sub %+v", d)
+	}
+}
+
+// The bench's own connections serve plain-HTTP gateways, under any base
+// path; https goes through net/http.
+func TestConnSenderRequestHead(t *testing.T) {
+	if _, ok := newConnSender("https://127.0.0.1:8443", "", aep.DialectR, 1); ok {
+		t.Error("https taken by the plain-HTTP sender")
+	}
+	s, ok := newConnSender("http://127.0.0.1:8080/gw/", "k1", aep.DialectR, 1)
+	if !ok {
+		t.Fatal("http refused")
+	}
+	for _, want := range []string{"POST /gw/events HTTP/1.1\r\n", "Host: 127.0.0.1:8080\r\n", "Authorization: Bearer k1\r\n", "AEP-Version: ", "Content-Type: application/x-ndjson\r\n"} {
+		if !strings.Contains(string(s.head), want) {
+			t.Errorf("head lacks %q:\n%s", want, s.head)
+		}
+	}
+	if !strings.HasSuffix(string(s.head), "Content-Length: ") || s.addr != "127.0.0.1:8080" {
+		t.Errorf("head %q, addr %q", s.head, s.addr)
+	}
+	d, _ := newConnSender("http://localhost", "", aep.DialectD, 1)
+	if !strings.HasPrefix(string(d.head), "POST /aep/events ") || strings.Contains(string(d.head), "AEP-Version") || d.addr != "localhost:80" {
+		t.Errorf("D head %q, addr %q", d.head, d.addr)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -90,4 +92,47 @@ func FuzzDecodeResult(f *testing.F) {
 			t.Fatalf("n %d: accepted %d rejected %d", n, r.Accepted, r.Rejected)
 		}
 	})
+}
+
+// The 202 fast path reads what encoding/json reads, and leaves every other
+// shape to it.
+func TestDecodeAcceptedMatchesJSON(t *testing.T) {
+	fast := map[string]string{
+		"R":         `{"accepted":2,"topic":"aep.default.events","positions":[{"index":0,"line":1,"partition":3,"offset":7},{"index":1,"line":2,"partition":0,"offset":9,"reused_offset":true}]}` + "\n",
+		"D":         `{"accepted":1,"rejected":0,"errors":[],"topic":"aep.t.events","positions":[{"event_index":0,"id":"evt_1","partition":2,"offset":5}]}` + "\n",
+		"R no nl":   `{"accepted":1,"topic":"t","positions":[{"index":0,"line":1,"partition":0,"offset":0}]}`,
+		"R emptyps": `{"accepted":0,"topic":"t","positions":[]}`,
+	}
+	for name, body := range fast {
+		got, ok := decodeAccepted([]byte(body))
+		if !ok {
+			t.Errorf("%s: fast path refused %s", name, body)
+			continue
+		}
+		var w wireResult
+		if err := json.Unmarshal([]byte(body), &w); err != nil {
+			t.Fatal(err)
+		}
+		if got.Accepted != *w.Accepted || got.Topic != w.Topic || got.Rejected != 0 || got.Status != http.StatusAccepted {
+			t.Errorf("%s: fast %+v, encoding/json accepted %d topic %q", name, got, *w.Accepted, w.Topic)
+		}
+		if slow := decodeResult(http.StatusAccepted, []byte(body), got.Accepted); slow.Accepted != got.Accepted || slow.Topic != got.Topic || slow.Rejected != 0 {
+			t.Errorf("%s: decodeResult %+v, fast %+v", name, slow, got)
+		}
+	}
+	slow := map[string]string{
+		"D with errors": `{"accepted":1,"rejected":1,"errors":[{"event_index":0,"error":{"code":"invalid_envelope","message":"m","retryable":false}}],"topic":"t","positions":[{"event_index":1,"id":"e","partition":0,"offset":0}]}`,
+		"escaped topic": `{"accepted":1,"topic":"a\"b","positions":[{"index":0,"line":1,"partition":0,"offset":0}]}`,
+		"truncated":     `{"accepted":1,"topic":"t","positions":[{"index":0`,
+		"other order":   `{"topic":"t","accepted":1,"positions":[]}`,
+		"huge count":    `{"accepted":123456789012,"topic":"t","positions":[]}`,
+	}
+	for name, body := range slow {
+		if res, ok := decodeAccepted([]byte(body)); ok {
+			t.Errorf("%s: fast path took %s as %+v", name, body, res)
+		}
+	}
+	if res := decodeResult(http.StatusAccepted, []byte(slow["D with errors"]), 2); res.Accepted != 1 || res.Rejected != 1 || len(res.Errors) != 1 {
+		t.Errorf("D with errors through encoding/json: %+v", res)
+	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--allow-remote] [--output text|json] [--progress]"
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
 
 const benchHelp = `Load tests for a gateway, bounded in time and events, each beside a
 baseline measured in the same run.
@@ -80,6 +80,8 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
 	baselineTopic := fs.String("baseline-topic", "aepctl.bench.baseline", "topic of the Kafka baseline (created when missing)")
 	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
+	gatewayPID := fs.Int("gateway-pid", 0, "the gateway's process id on this machine: report its CPU time per event in each phase")
+	brokerPID := fs.Int("broker-pid", 0, "the Kafka broker's process id on this machine (not with the gateway's embedded broker, which --gateway-pid counts): report its CPU time per event")
 	allowRemote := fs.Bool("allow-remote", false, "allow a gateway or broker that is not on loopback")
 	timeout := fs.Duration("request-timeout", defaultReqTimeout, "bound on one request")
 	out := outputFlag(fs, "text", "text", "json")
@@ -95,7 +97,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageErr(fs, "--rate must be positive (or use --max)")
 	case *duration <= 0 || *duration > maxBenchDuration:
 		return usageErr(fs, "--duration must be within (0, %v]", maxBenchDuration)
-	case *events < 0, *conc < 1, *conc > maxBenchWorkers, *batch < 1, *batch > maxBenchBatch, *sessions < 1, *size < 0, *size > 1<<20, *baselineParts < 1:
+	case *events < 0, *conc < 1, *conc > maxBenchWorkers, *batch < 1, *batch > maxBenchBatch, *sessions < 1, *size < 0, *size > 1<<20, *baselineParts < 1, *gatewayPID < 0, *brokerPID < 0:
 		return usageErr(fs, "a numeric flag is out of range (concurrency 1..%d, batch 1..%d, sessions ≥ 1, size 0..1048576)", maxBenchWorkers, maxBenchBatch)
 	case fs.NArg() > 0:
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
@@ -105,7 +107,8 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	cfg := BenchConfig{Dialect: d, URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
 		Concurrency: *conc, Batch: *batch, Sessions: *sessions, Size: *size, AllowRemote: *allowRemote,
-		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts}
+		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts,
+		GatewayPID: *gatewayPID, BrokerPID: *brokerPID}
 	if *maxRate {
 		cfg.Rate = 0
 	}
@@ -151,6 +154,9 @@ func printBench(w io.Writer, r BenchReport) {
 	if r.Baseline != nil {
 		printPhase(w, *r.Baseline)
 		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
+		if cr := r.CPURatio(); cr > 0 {
+			fmt.Fprintf(w, "ratio kafka/gateway CPU time per event (measured processes): %.2f\n", cr)
+		}
 	}
 	fmt.Fprintf(w, "load average: %s\n", loadAvg())
 }
@@ -177,6 +183,15 @@ func printPhase(w io.Writer, p PhaseReport) {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, p.ByStatus[k]))
 	}
 	fmt.Fprintf(w, "  requests by status: %s\n", strings.Join(parts, "  "))
+	c := p.CPU
+	fmt.Fprintf(w, "  CPU per event: aepctl %.2fµs", p.PerEvent(c.Client))
+	if c.Gateway > 0 {
+		fmt.Fprintf(w, "  gateway %.2fµs", p.PerEvent(c.Gateway))
+	}
+	if c.Broker > 0 {
+		fmt.Fprintf(w, "  broker %.2fµs", p.PerEvent(c.Broker))
+	}
+	fmt.Fprintf(w, "  total %.2fµs\n", p.PerEvent(c.Total()))
 	if p.Behind {
 		fmt.Fprintln(w, "  note: the dispatcher fell more than 1s behind the target rate")
 	}
@@ -208,6 +223,29 @@ type phaseJSON struct {
 	FromSchedule   *latencyJSON   `json:"from_schedule_ms,omitempty"`
 	ByStatus       map[string]int `json:"requests_by_status"`
 	BehindSchedule bool           `json:"behind_schedule"`
+	CPU            cpuJSON        `json:"cpu_us_per_event"`
+}
+
+// cpuJSON is CPU time per accepted event in microseconds; gateway and
+// broker are omitted when their process was not given.
+type cpuJSON struct {
+	Client  float64  `json:"aepctl"`
+	Gateway *float64 `json:"gateway,omitempty"`
+	Broker  *float64 `json:"broker,omitempty"`
+	Total   float64  `json:"total"`
+}
+
+func toCPUJSON(p PhaseReport, cfg BenchConfig) cpuJSON {
+	j := cpuJSON{Client: p.PerEvent(p.CPU.Client), Total: p.PerEvent(p.CPU.Total())}
+	if cfg.GatewayPID > 0 {
+		v := p.PerEvent(p.CPU.Gateway)
+		j.Gateway = &v
+	}
+	if cfg.BrokerPID > 0 {
+		v := p.PerEvent(p.CPU.Broker)
+		j.Broker = &v
+	}
+	return j
 }
 
 type latencyJSON struct {
@@ -224,8 +262,8 @@ func toLatencyJSON(l LatencySummary) latencyJSON {
 	return latencyJSON{P50: ms(l.P50), P90: ms(l.P90), P99: ms(l.P99), Max: ms(l.Max), Mean: ms(l.Mean)}
 }
 
-func toPhaseJSON(p PhaseReport) phaseJSON {
-	j := phaseJSON{Name: p.Name, Target: p.Target, ElapsedMS: ms(p.Elapsed), Events: p.Events, Accepted: p.Accepted,
+func toPhaseJSON(p PhaseReport, cfg BenchConfig) phaseJSON {
+	j := phaseJSON{CPU: toCPUJSON(p, cfg), Name: p.Name, Target: p.Target, ElapsedMS: ms(p.Elapsed), Events: p.Events, Accepted: p.Accepted,
 		Rejected: p.Rejected, Failed: p.Failed, Requests: p.Requests, AcceptedPerS: p.AcceptedPerSec(),
 		Latency: toLatencyJSON(p.Latency), ByStatus: p.ByStatus, BehindSchedule: p.Behind}
 	if p.FromSchedule.Count > 0 {
@@ -249,13 +287,17 @@ func benchJSON(r BenchReport) any {
 		Gateway     phaseJSON  `json:"gateway"`
 		Baseline    *phaseJSON `json:"baseline,omitempty"`
 		Ratio       *float64   `json:"ratio_gateway_kafka,omitempty"`
+		CPURatio    *float64   `json:"cpu_ratio_kafka_gateway,omitempty"`
 		LoadAvg     string     `json:"load_average"`
 	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
-		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway)}
+		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway, c)}
 	if r.Baseline != nil {
-		b := toPhaseJSON(*r.Baseline)
+		b := toPhaseJSON(*r.Baseline, c)
 		ratio := r.Ratio()
 		out.Baseline, out.Ratio = &b, &ratio
+		if cr := r.CPURatio(); cr > 0 {
+			out.CPURatio = &cr
+		}
 	}
 	return out
 }

@@ -9,7 +9,9 @@
 //	benchreport --in DIR --doc docs/benchmarks.md --images docs/images
 //
 // DIR holds what scripts/bench-report.sh writes: ingest-100.json,
-// ingest-1000.json, ingest-1.json, fanout.json, latency.json, idle.json,
+// ingest-1000.json, ingest-1.json (real Kafka), ingest-emb-100.json,
+// ingest-emb-1000.json, ingest-emb-1.json (the gateway's embedded broker),
+// fanout.json, latency.json, idle.json,
 // resume.txt and meta.json; a missing file leaves its rows out.
 package main
 

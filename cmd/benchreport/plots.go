@@ -34,7 +34,7 @@ func (r *results) plots(dir string) ([]chart, error) {
 	}{
 		{"bench-fanout.svg", "Fan-out: deliveries per CPU-second of the server", "subscribers", "deliveries / CPU-s", true, r.fanoutSeries()},
 		{"bench-latency.svg", "Publish→deliver latency vs load", "events/s (one per request)", "ms", false, r.latencySeries()},
-		{"bench-ingest.svg", "Ingest throughput vs batch size, real Kafka", "events per request", "accepted events/s", true, r.ingestSeries()},
+		{"bench-ingest.svg", "Ingest throughput vs batch size, real Kafka and embedded broker", "events per request", "accepted events/s", true, r.ingestSeries()},
 	} {
 		if len(c.lines) == 0 {
 			continue
@@ -127,17 +127,20 @@ func (r *results) latencySeries() []series {
 }
 
 func (r *results) ingestSeries() []series {
-	var g, d plotter.XYs
-	for _, k := range []string{"1", "100", "1000"} {
-		x := r.ingest[k]
-		if x == nil || x.Baseline == nil {
-			continue
+	var out []series
+	for _, broker := range []struct{ prefix, name string }{{"", ""}, {"emb-", ", embedded broker"}} {
+		var g, d plotter.XYs
+		for _, k := range []string{"1", "100", "1000"} {
+			x := r.ingest[broker.prefix+k]
+			if x == nil || x.Baseline == nil {
+				continue
+			}
+			g = append(g, plotter.XY{X: float64(x.Batch), Y: x.Gateway.AcceptedPerS})
+			d = append(d, plotter.XY{X: float64(x.Batch), Y: x.Baseline.AcceptedPerS})
 		}
-		g = append(g, plotter.XY{X: float64(x.Batch), Y: x.Gateway.AcceptedPerS})
-		d = append(d, plotter.XY{X: float64(x.Batch), Y: x.Baseline.AcceptedPerS})
+		if len(g) > 0 {
+			out = append(out, series{"gateway" + broker.name, g}, series{"franz-go direct" + broker.name, d})
+		}
 	}
-	if len(g) == 0 {
-		return nil
-	}
-	return []series{{"gateway", g}, {"franz-go direct", d}}
+	return out
 }

@@ -22,6 +22,18 @@ type ingestJSON struct {
 	Gateway     phase   `json:"gateway"`
 	Baseline    *phase  `json:"baseline"`
 	Ratio       float64 `json:"ratio_gateway_kafka"`
+	CPURatio    float64 `json:"cpu_ratio_kafka_gateway"` // 0: not measured
+}
+
+// ingestRuns are the ingest reports bench-report.sh writes, as
+// ingest-KEY.json, in table order: real Kafka, then the embedded broker.
+var ingestRuns = []struct{ key, what string }{
+	{"100", "batched ingest, 100 events/request, conc. %d, real Kafka"},
+	{"1000", "batched ingest, 1000 events/request, conc. %d, real Kafka"},
+	{"1", "one event per request, conc. %d, real Kafka"},
+	{"emb-100", "batched ingest, 100 events/request, conc. %d, embedded broker"},
+	{"emb-1000", "batched ingest, 1000 events/request, conc. %d, embedded broker"},
+	{"emb-1", "one event per request, conc. %d, embedded broker"},
 }
 
 type phase struct {
@@ -98,7 +110,7 @@ type meta struct {
 // results are every input found.
 type results struct {
 	meta    meta
-	ingest  map[string]*ingestJSON // "100", "1000", "1"
+	ingest  map[string]*ingestJSON // by ingestRuns key
 	fanout  *fanoutJSON
 	latency *latencyJSON
 	idle    *idleJSON
@@ -110,7 +122,8 @@ func load(dir string) (*results, error) {
 	if _, err := readJSON(filepath.Join(dir, "meta.json"), &r.meta); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"100", "1000", "1"} {
+	for _, run := range ingestRuns {
+		k := run.key
 		var x ingestJSON
 		ok, err := readJSON(filepath.Join(dir, "ingest-"+k+".json"), &x)
 		if err != nil {
@@ -176,22 +189,21 @@ func verdict(ok bool) string {
 
 func (r *results) ingestRows() []row {
 	var out []row
-	for _, c := range []struct{ key, what string }{
-		{"100", "batched ingest, 100 events/request, conc. %d, real Kafka"},
-		{"1000", "batched ingest, 1000 events/request, conc. %d, real Kafka"},
-		{"1", "one event per request, conc. %d, real Kafka"},
-	} {
+	for _, c := range ingestRuns {
 		x := r.ingest[c.key]
 		if x == nil || x.Baseline == nil {
 			continue
 		}
 		goal := 0.7
-		if c.key == "1" {
+		if x.Batch == 1 {
 			goal = 0.5
 		}
+		peer := "franz-go direct produce " + evs(x.Baseline.AcceptedPerS)
+		if x.CPURatio > 0 {
+			peer += fmt.Sprintf(" (CPU time per event, direct over gateway: %.2f)", x.CPURatio)
+		}
 		out = append(out, row{fmt.Sprintf(c.what, x.Concurrency), evs(x.Gateway.AcceptedPerS) + " ev/s",
-			"franz-go direct produce " + evs(x.Baseline.AcceptedPerS), fmt.Sprintf("%.2f", x.Ratio),
-			fmt.Sprintf("≥ %.1f", goal), verdict(x.Ratio >= goal)})
+			peer, fmt.Sprintf("%.2f", x.Ratio), fmt.Sprintf("≥ %.1f", goal), verdict(x.Ratio >= goal)})
 	}
 	return out
 }
@@ -360,9 +372,9 @@ func (r *results) markdown(charts []chart, imgDir string) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.what, x.gateway, x.peer, x.ratio, x.goal, x.verdict)
 	}
 	b.WriteString("\nLoad average (1, 5, 15 min) at the end of each command:")
-	for _, k := range []string{"100", "1000", "1"} {
-		if x := r.ingest[k]; x != nil && x.LoadAvg != "" {
-			fmt.Fprintf(&b, " ingest batch %s: %s;", k, x.LoadAvg)
+	for _, run := range ingestRuns {
+		if x := r.ingest[run.key]; x != nil && x.LoadAvg != "" {
+			fmt.Fprintf(&b, " ingest %s: %s;", run.key, x.LoadAvg)
 		}
 	}
 	if r.fanout != nil {
