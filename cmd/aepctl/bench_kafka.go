@@ -14,7 +14,7 @@ import (
 // kafkaSender produces batches straight to a topic: the baseline that shows
 // what the broker alone costs on this machine. The producer settings mirror
 // gateway.NewProducerOpts (acks=all, idempotent, which franz-go enables by
-// default, sticky key partitioner, lz4), and records are keyed by session
+// default, sticky key partitioner, lz4, no linger), and records are keyed by session
 // as the gateway keys them; no headers and no validation.
 type kafkaSender struct {
 	cl    *kgo.Client
@@ -29,6 +29,7 @@ func newKafkaSender(ctx context.Context, cfg BenchConfig) (*kafkaSender, error) 
 		kgo.ProducerBatchMaxBytes(1_000_000),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.RecordDeliveryTimeout(cfg.RequestTimeout),
+		kgo.ProducerLinger(0), // as the gateway's producer (franz-go's default is 10ms)
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
