@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -136,14 +135,14 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Leave()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{
 		Subprotocols:   []string{WSSubprotocol},
 		OriginPatterns: h.cfg.OriginPatterns,
+		ReadLimit:      int64(h.cfg.MaxMessageBytes),
 	})
 	if err != nil {
-		return // Accept wrote the response
+		return // Upgrade wrote the response
 	}
-	ws.SetReadLimit(int64(h.cfg.MaxMessageBytes))
 	c := newWSConn(h, ws, tn)
 	stream.OnShutdown(c.goAway)
 	c.serve()

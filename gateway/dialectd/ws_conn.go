@@ -46,7 +46,7 @@ type wsConn struct {
 	subs   map[string]*wsSub // live subscriptions by id; guarded by subsMu
 }
 
-func newWSConn(h *WSHandler, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
+func newWSConn(h *WSHandler, ws *transport.Socket, tn tenant.Tenant) *wsConn {
 	c := &wsConn{
 		h: h, tenant: tn,
 		log:  h.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "ws").Logger(),

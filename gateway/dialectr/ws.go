@@ -26,15 +26,14 @@ func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Leave()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: rl.cfg.OriginPatterns})
-	if err != nil {
-		return // Accept wrote the HTTP error
-	}
 	limit := int64(rl.cfg.Limits.MaxEventBytes)
 	if limit <= 0 {
 		limit = 1 << 20
 	}
-	ws.SetReadLimit(limit + 64<<10)
+	ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{OriginPatterns: rl.cfg.OriginPatterns, ReadLimit: limit + 64<<10})
+	if err != nil {
+		return // Upgrade wrote the HTTP error
+	}
 	c := newWSConn(rl, ws, tn)
 	stream.OnShutdown(c.shutdown)
 	c.serve()
@@ -85,7 +84,7 @@ type wsConn struct {
 	subs   map[string]*wsSub // guarded by subsMu
 }
 
-func newWSConn(rl *Relay, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
+func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant) *wsConn {
 	c := &wsConn{
 		rl: rl, tenant: tn,
 		log:       rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger(),

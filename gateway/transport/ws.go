@@ -3,12 +3,15 @@ package transport
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
 // WSConfig configures a Conn. Zero fields mean the defaults named.
@@ -87,16 +90,18 @@ func closeItem(msg []byte, status websocket.StatusCode, reason string) Item {
 
 // Conn is one WebSocket connection as every binding serves it: the reader
 // is the caller's goroutine (Serve), one writer drains a bounded outbound
-// queue with per-write deadlines, an optional heartbeat timer, and the binding's
-// own workers started with Go. Serve joins them all before it returns.
+// queue (allocated as it fills), writing what is queued as one buffer of
+// frames with one write under one deadline, an optional heartbeat, and
+// the binding's own workers started with Go. Serve joins them all before
+// it returns.
 type Conn struct {
-	ws  *websocket.Conn
+	ws  *Socket
 	cfg WSConfig
 	log zerolog.Logger
 
 	ctx    context.Context // ends every goroutine of the connection
 	cancel context.CancelFunc
-	out    chan Item
+	out    *queue.Queue[Item]
 	// urgent carries a close that skips the queue (shutdown, timeouts).
 	urgent    chan Item
 	urgentOne sync.Once
@@ -111,21 +116,27 @@ type Conn struct {
 	beatOnce    sync.Once
 
 	// The protocol-ping heartbeat is a timer, not a goroutine: an idle
-	// connection holds no pinger; a ping's goroutine (the timer's) lives
-	// for its round trip and counts as a worker.
+	// connection holds no pinger. pingSent is the UnixNano of the ping
+	// not yet answered (0: none); the pong's reader clears it.
 	pingMu    sync.Mutex
 	pingTimer *time.Timer // guarded by pingMu
 	pingEnded bool        // no ping starts any more; guarded by pingMu
+	pingSent  atomic.Int64
 }
 
-// NewConn wraps an accepted WebSocket. Serve runs it.
-func NewConn(ws *websocket.Conn, cfg WSConfig) *Conn {
+// NewConn wraps an upgraded WebSocket. Serve runs it. ws may be nil for a
+// Conn that is never served (tests of a binding's message handling).
+func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
+	c := &Conn{
 		ws: ws, cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		out: make(chan Item, cfg.Outbound), urgent: make(chan Item, 1), writerDone: make(chan struct{}),
+		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), writerDone: make(chan struct{}),
 	}
+	if ws != nil {
+		ws.OnPong(func() { c.pingSent.Store(0) })
+	}
+	return c
 }
 
 // Context ends when the connection ends (the writer stopped, or Serve is
@@ -168,14 +179,10 @@ func (c *Conn) Send(msg []byte) bool { return c.SendCtx(c.ctx, Item{Msg: msg}) }
 // ends first (a subscription's pump passes its own context, so that
 // stopping the subscription never waits for the writer).
 func (c *Conn) SendCtx(ctx context.Context, it Item) bool {
-	select {
-	case c.out <- it:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-c.ctx.Done():
+	if c.ctx.Err() != nil {
 		return false
 	}
+	return c.out.Push(ctx, it) == nil
 }
 
 // Close queues a close frame (after WSConfig.Closing's message) behind
@@ -189,12 +196,11 @@ func (c *Conn) Close(status websocket.StatusCode, reason string) {
 // at once, ahead of the queue, when there is not; safe from any goroutine
 // (shutdown: what is queued still goes out when it can).
 func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string) {
-	select {
-	case c.out <- closeItem(msg, status, reason):
+	if c.out.Offer(closeItem(msg, status, reason)) {
 		c.closeQueued.Store(true)
-	default:
-		c.CloseNow(status, reason)
+		return
 	}
+	c.CloseNow(status, reason)
 }
 
 // CloseNow closes ahead of the queue (after WSConfig.Closing's message);
@@ -209,8 +215,8 @@ func (c *Conn) CloseNow(status websocket.StatusCode, reason string) {
 // Serve runs the connection: it starts the writer, reads messages and
 // hands each to handle until the connection ends or handle returns false
 // (after queueing a close), then calls onEnd (the binding stops its
-// subscriptions), stops the writer once what is queued is written, and
-// joins every goroutine of the connection.
+// subscriptions), stops the writer once what is queued is written, joins
+// every goroutine of the connection, and ends the close handshake.
 func (c *Conn) Serve(handle func(typ websocket.MessageType, data []byte) bool, onEnd func()) {
 	c.lastRead.Store(time.Now().UnixNano())
 	go c.writer()
@@ -229,19 +235,22 @@ func (c *Conn) Serve(handle func(typ websocket.MessageType, data []byte) bool, o
 	c.cancel()
 	c.endPings()
 	c.workers.Wait()
-	_ = c.ws.CloseNow()
+	c.ws.Finish()
 }
 
 func (c *Conn) readLoop(handle func(websocket.MessageType, []byte) bool) {
+	bounded := false
 	for {
-		ctx, cancel := c.ctx, context.CancelFunc(func() {})
 		if t := c.cfg.HandshakeTimeout; t > 0 && !c.ready.Load() {
-			ctx, cancel = context.WithTimeout(c.ctx, t)
+			c.ws.SetReadDeadline(time.Now().Add(t))
+			bounded = true
+		} else if bounded {
+			c.ws.SetReadDeadline(time.Time{})
+			bounded = false
 		}
-		typ, data, err := c.ws.Read(ctx)
-		cancel()
+		typ, data, err := c.ws.ReadMessage()
 		if err != nil {
-			if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 				c.log.Debug().Err(err).Msg("transport: websocket read")
 			}
 			return
@@ -255,10 +264,19 @@ func (c *Conn) readLoop(handle func(websocket.MessageType, []byte) bool) {
 
 // writer writes queued items in order, runs the frame heartbeat, and on a
 // close item writes the closing message and closes. It cancels the
-// connection's context when it stops.
+// connection's context and ends the queue when it stops; when it stops
+// without a close frame written (a write failed, or the peer left), it
+// aborts the socket so that the reader returns.
 func (c *Conn) writer() {
 	defer close(c.writerDone)
+	defer c.out.End()
 	defer c.cancel()
+	closed := false
+	defer func() {
+		if !closed {
+			c.ws.Abort()
+		}
+	}()
 	var tick <-chan time.Time
 	hb := c.cfg.Heartbeat
 	if hb.Every > 0 && hb.Frame != nil {
@@ -268,12 +286,16 @@ func (c *Conn) writer() {
 	}
 	var lastSeen int64 // lastRead at the previous tick
 	quietTicks := 0
+	w := wsWriter{c: c}
 	for {
 		select {
 		case <-c.ctx.Done():
+			// The reader returned (the peer left or closed): what it
+			// needed to say it has said.
+			closed = true
 			return
 		case it := <-c.urgent:
-			c.closeWith(it)
+			closed = w.closeWith(it)
 			return
 		case now := <-tick:
 			if lr := c.lastRead.Load(); lr != lastSeen {
@@ -281,77 +303,127 @@ func (c *Conn) writer() {
 			}
 			quietTicks++
 			if silent := now.Sub(time.Unix(0, lastSeen)); silent > 3*hb.Every && quietTicks >= 3 {
-				c.closeWith(c.timeoutItem(silent))
+				closed = w.closeWith(c.timeoutItem(silent))
 				return
 			}
-			if c.beating.Load() && !c.write(hb.Frame()) {
+			if c.beating.Load() && !w.flush(AppendFrame(w.get(), opText, hb.Frame()), false) {
 				return
 			}
-		case it := <-c.out:
-			if !c.writeRun(it) {
+		case <-c.out.Ready():
+			more, wasClose := w.run()
+			if !more {
+				closed = wasClose
 				return
 			}
 		}
 	}
 }
 
-// maxRun is the most queued messages written under one deadline.
-const maxRun = 64
+// maxRun is the most queued messages written with one write; maxRunBytes
+// ends a run early once its buffer holds that much.
+const (
+	maxRun      = 64
+	maxRunBytes = 256 << 10
+)
 
-// writeRun writes it and then, under the same deadline (one timer for the
-// run instead of one per message), what else is queued, up to maxRun
-// messages; an urgent close waiting ends the run. False when the writer
-// must stop (a write failed or a close was written).
-func (c *Conn) writeRun(it Item) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	for n := 1; ; n++ {
-		if len(it.Msg) > 0 {
-			if err := c.ws.Write(ctx, websocket.MessageText, it.Msg); err != nil {
-				c.log.Debug().Err(err).Msg("transport: websocket write")
-				return false
-			}
-			if it.Meta != nil && c.cfg.Written != nil {
-				c.cfg.Written(it.Meta)
-			}
-		}
-		if it.end != nil {
-			c.closeWith(Item{end: it.end})
-			return false
-		}
-		if n == maxRun || len(c.urgent) > 0 {
-			return true
-		}
-		select {
-		case it = <-c.out:
-		default:
-			return true
-		}
-	}
+// wsBufs holds write buffers between runs, so that an idle connection
+// holds none.
+var wsBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// wsWriter is the writer goroutine's state.
+type wsWriter struct {
+	c     *Conn
+	buf   *[]byte
+	metas []any
 }
 
-func (c *Conn) write(b []byte) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		c.log.Debug().Err(err).Msg("transport: websocket write")
+// get returns an empty buffer from the pool; flush gives it back.
+func (w *wsWriter) get() []byte {
+	w.buf = wsBufs.Get().(*[]byte)
+	return (*w.buf)[:0]
+}
+
+// flush writes b (from get) and returns the buffer to the pool; false when
+// the write failed.
+func (w *wsWriter) flush(b []byte, closes bool) bool {
+	err := w.c.ws.Write(b, w.c.cfg.WriteTimeout, closes)
+	if cap(b) <= 1<<20 {
+		*w.buf = b[:0]
+		wsBufs.Put(w.buf)
+	}
+	w.buf = nil
+	if err != nil {
+		w.c.log.Debug().Err(err).Msg("transport: websocket write")
 		return false
 	}
 	return true
 }
 
-// closeWith writes it.Msg, the Closing message, and the close frame.
-// Writer only.
-func (c *Conn) closeWith(it Item) {
-	if len(it.Msg) > 0 && !c.write(it.Msg) {
-		return
-	}
-	if c.cfg.Closing != nil {
-		if m := c.cfg.Closing(it.end.reason); len(m) > 0 && !c.write(m) {
-			return
+// run appends what is queued (up to maxRun messages or maxRunBytes) as
+// frames to one buffer and writes it with one write, then hands the metas
+// written to WSConfig.Written. more is false when the writer must stop
+// (a write failed or a close was written: wasClose).
+func (w *wsWriter) run() (more, wasClose bool) {
+	c := w.c
+	b := w.get()
+	w.metas = w.metas[:0]
+	for n := 0; n < maxRun && len(b) < maxRunBytes && len(c.urgent) == 0; n++ {
+		it, ok, _ := c.out.Next()
+		if !ok {
+			break
+		}
+		if len(it.Msg) > 0 {
+			b = AppendFrame(b, opText, it.Msg)
+			if it.Meta != nil && c.cfg.Written != nil {
+				w.metas = append(w.metas, it.Meta)
+			}
+		}
+		if it.end != nil {
+			b = w.appendClose(b, it.end)
+			ok := w.flush(b, true)
+			w.written(ok)
+			return false, ok
 		}
 	}
-	_ = c.ws.Close(it.end.status, truncReason(it.end.reason))
+	if len(b) == 0 {
+		*w.buf = b
+		wsBufs.Put(w.buf)
+		w.buf = nil
+		return true, false
+	}
+	ok := w.flush(b, false)
+	w.written(ok)
+	return ok, false
+}
+
+func (w *wsWriter) written(ok bool) {
+	if ok {
+		for _, m := range w.metas {
+			w.c.cfg.Written(m)
+		}
+	}
+	clear(w.metas)
+	w.metas = w.metas[:0]
+}
+
+// appendClose appends the Closing message and the close frame of end.
+func (w *wsWriter) appendClose(b []byte, end *closeFrame) []byte {
+	if f := w.c.cfg.Closing; f != nil {
+		if m := f(end.reason); len(m) > 0 {
+			b = AppendFrame(b, opText, m)
+		}
+	}
+	return appendClose(b, end.status, end.reason)
+}
+
+// closeWith writes it.Msg, the Closing message and the close frame with
+// one write; true when it was written.
+func (w *wsWriter) closeWith(it Item) bool {
+	b := w.get()
+	if len(it.Msg) > 0 {
+		b = AppendFrame(b, opText, it.Msg)
+	}
+	return w.flush(w.appendClose(b, it.end), true)
 }
 
 func (c *Conn) timeoutItem(silent time.Duration) Item {
@@ -361,10 +433,10 @@ func (c *Conn) timeoutItem(silent time.Duration) Item {
 	return closeItem(nil, websocket.StatusPolicyViolation, "no frame for "+silent.Round(time.Millisecond).String())
 }
 
-// ping sends one protocol ping (the heartbeat timer's goroutine) and
-// arms the timer for the next; a peer that does not answer within three
-// periods is timed out: its timeout message and close are queued behind
-// what is queued.
+// ping runs on the heartbeat timer's goroutine every period: it times the
+// peer out when the last ping has gone unanswered for three periods (its
+// timeout message and close are queued behind what is queued), and
+// otherwise sends a ping when none is outstanding.
 func (c *Conn) ping() {
 	c.pingMu.Lock()
 	if c.pingEnded {
@@ -375,21 +447,24 @@ func (c *Conn) ping() {
 	c.pingMu.Unlock()
 	defer c.workers.Done()
 	every := c.cfg.Heartbeat.Every
-	ctx, cancel := context.WithTimeout(c.ctx, 3*every)
-	err := c.ws.Ping(ctx)
-	cancel()
-	if err == nil {
-		c.pingMu.Lock()
-		if !c.pingEnded {
-			c.pingTimer.Reset(every)
+	now := time.Now()
+	if sent := c.pingSent.Load(); sent != 0 {
+		if silent := now.Sub(time.Unix(0, sent)); silent >= 3*every {
+			c.log.Info().Dur("silent", silent).Msg("transport: websocket heartbeat timeout")
+			c.SendCtx(c.ctx, c.timeoutItem(3*every))
+			return
 		}
-		c.pingMu.Unlock()
-		return
+	} else {
+		c.pingSent.Store(now.UnixNano())
+		if err := c.ws.Ping(c.cfg.WriteTimeout); err != nil {
+			return // the socket is closed: the reader returns
+		}
 	}
-	if c.ctx.Err() == nil {
-		c.log.Info().Err(err).Msg("transport: websocket heartbeat timeout")
-		c.SendCtx(c.ctx, c.timeoutItem(3*every))
+	c.pingMu.Lock()
+	if !c.pingEnded {
+		c.pingTimer.Reset(every)
 	}
+	c.pingMu.Unlock()
 }
 
 // endPings stops the heartbeat timer; a ping already running is a worker
@@ -424,12 +499,11 @@ func (c *Conn) CloseQueued() bool { return c.closeQueued.Load() }
 func (c *Conn) TakeQueued() []Item {
 	var out []Item
 	for {
-		select {
-		case it := <-c.out:
-			out = append(out, it)
-		default:
+		it, ok, _ := c.out.Next()
+		if !ok {
 			return out
 		}
+		out = append(out, it)
 	}
 }
 
@@ -437,6 +511,7 @@ func (c *Conn) TakeQueued() []Item {
 // for its workers.
 func (c *Conn) Stop() {
 	c.cancel()
+	c.out.End()
 	c.endPings()
 	c.workers.Wait()
 }
