@@ -1,0 +1,21 @@
+// Package netpoll tells when parked connections become readable or hang up, without a
+// goroutine per connection: one epoll instance and one goroutine per Poller (Linux, via
+// golang.org/x/sys/unix); elsewhere New returns ErrUnsupported and callers keep their
+// goroutine-per-connection path.
+//
+// A parked connection is one its owner does not read with a goroutine blocked in Read:
+// an SSE response after its request (the client sends nothing more, so readable or hung
+// up means it is gone), an idle WebSocket between frames. Its owner Adds it with a
+// callback; the callback runs once, on the poller's goroutine, when the descriptor turns
+// readable, hangs up or fails (one-shot), and must not block: it hands the work to a
+// goroutine of its owner, which reads or ends the connection and Rearms the Handle to be
+// told again.
+//
+// The Go runtime's netpoller already has the descriptor in its own epoll set; a second
+// epoll instance watching it is allowed, and reading and writing through the net.Conn
+// keep working as before.
+//
+// Ownership: a Poller owns its one goroutine; Close stops it and waits for it. Every
+// method of Poller and Handle is safe for concurrent use. Remove a Handle before closing
+// its connection: a closed descriptor number may be reused by the next connection.
+package netpoll

@@ -1,0 +1,224 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// events is what a Handle waits for: readable, peer half-closed, hung up,
+// in error; once, until Rearm.
+const events = unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLHUP | unix.EPOLLERR | unix.EPOLLONESHOT
+
+// wakeToken is the eventfd's token: Close writes to it to stop the loop.
+const wakeToken = 0
+
+// Poller is one epoll instance and the goroutine that waits on it. The
+// zero value is not usable; call New.
+type Poller struct {
+	epfd, evfd int
+	done       chan struct{} // closed when the loop has returned
+	closeOnce  sync.Once
+
+	mu     sync.RWMutex // held (read) by every epoll_ctl, so that Close never closes epfd under one
+	closed bool         // guarded by mu
+
+	hmu     sync.Mutex
+	handles map[int32]*Handle // by token; guarded by hmu
+	next    int32             // last token given; guarded by hmu
+}
+
+// Handle is one watched connection.
+type Handle struct {
+	p     *Poller
+	fd    int
+	token int32
+	fn    func()
+
+	mu      sync.Mutex // held while fn runs, so that Remove waits for it
+	removed bool       // guarded by mu
+}
+
+// New starts a Poller: an epoll instance and its goroutine.
+func New() (*Poller, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("netpoll: epoll_create1: %w", err)
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, fmt.Errorf("netpoll: eventfd: %w", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: wakeToken}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		_ = unix.Close(epfd)
+		_ = unix.Close(evfd)
+		return nil, fmt.Errorf("netpoll: watch eventfd: %w", err)
+	}
+	p := &Poller{epfd: epfd, evfd: evfd, done: make(chan struct{}), handles: map[int32]*Handle{}}
+	go p.loop()
+	return p, nil
+}
+
+// Add watches c's descriptor (one-shot: readable, peer hang-up, hang-up or
+// error). fn runs on the poller's goroutine once that happens; it must not
+// block and must not call Remove (it hands the work to a goroutine of its
+// owner, which may). Rearm watches again. After Remove returns, fn is not
+// running and will not run.
+func (p *Poller) Add(c syscall.Conn, fn func()) (*Handle, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("netpoll: %w", err)
+	}
+	fd := -1
+	if err := rc.Control(func(s uintptr) { fd = int(s) }); err != nil {
+		return nil, fmt.Errorf("netpoll: %w", err)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	h := &Handle{p: p, fd: fd, fn: fn}
+	p.hmu.Lock()
+	for {
+		p.next++
+		if p.next <= wakeToken {
+			p.next = wakeToken + 1
+		}
+		if _, used := p.handles[p.next]; !used {
+			break
+		}
+	}
+	h.token = p.next
+	p.handles[h.token] = h
+	p.hmu.Unlock()
+	ev := unix.EpollEvent{Events: events, Fd: h.token}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		p.forget(h.token)
+		return nil, fmt.Errorf("netpoll: epoll_ctl add: %w", err)
+	}
+	return h, nil
+}
+
+// Rearm watches the descriptor again after fn ran. It returns ErrClosed
+// once the Poller is closed; after Remove it does nothing.
+func (h *Handle) Rearm() error {
+	p := h.p
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if h.isRemoved() {
+		return nil
+	}
+	ev := unix.EpollEvent{Events: events, Fd: h.token}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_MOD, h.fd, &ev); err != nil && !(errors.Is(err, unix.ENOENT) && h.isRemoved()) {
+		return fmt.Errorf("netpoll: epoll_ctl mod: %w", err)
+	}
+	return nil
+}
+
+func (h *Handle) isRemoved() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.removed
+}
+
+// Remove stops watching (waiting for a running fn to return): fn does not
+// run after it. Call it before closing the connection. Idempotent; after
+// the Poller is closed it only forgets the Handle.
+func (h *Handle) Remove() error {
+	h.mu.Lock()
+	if h.removed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.removed = true
+	h.mu.Unlock()
+	p := h.p
+	p.forget(h.token)
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil
+	}
+	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, h.fd, nil); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EBADF) {
+		return fmt.Errorf("netpoll: epoll_ctl del: %w", err)
+	}
+	return nil
+}
+
+func (p *Poller) forget(token int32) {
+	p.hmu.Lock()
+	delete(p.handles, token)
+	p.hmu.Unlock()
+}
+
+// Close stops the poller's goroutine, waits for it (and for an fn it is
+// running) and releases the epoll instance. Handles still added are no
+// longer watched; their Remove only forgets them. Idempotent.
+func (p *Poller) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		var one [8]byte
+		one[0] = 1 // eventfd counters are host-endian; any non-zero value wakes
+		one[7] = 1
+		_, _ = unix.Write(p.evfd, one[:])
+		<-p.done
+		_ = unix.Close(p.epfd)
+		_ = unix.Close(p.evfd)
+	})
+	return nil
+}
+
+// Watched is the number of Handles added and not removed.
+func (p *Poller) Watched() int {
+	p.hmu.Lock()
+	defer p.hmu.Unlock()
+	return len(p.handles)
+}
+
+func (p *Poller) loop() {
+	defer close(p.done)
+	evs := make([]unix.EpollEvent, 128)
+	for {
+		n, err := unix.EpollWait(p.epfd, evs, -1)
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return // the epoll instance is unusable: nothing more will fire
+		}
+		for i := range n {
+			tok := evs[i].Fd
+			if tok == wakeToken {
+				return
+			}
+			p.hmu.Lock()
+			h := p.handles[tok]
+			p.hmu.Unlock()
+			if h != nil {
+				h.fire()
+			}
+		}
+	}
+}
+
+// fire runs fn unless the Handle was removed.
+func (h *Handle) fire() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.removed {
+		h.fn()
+	}
+}
