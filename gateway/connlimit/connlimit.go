@@ -12,6 +12,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -232,7 +233,9 @@ func hostOf(a net.Addr) string {
 	return host
 }
 
-// conn gives its slot back when closed (once, however often Close is called).
+// conn gives its slot back when closed (once, however often Close is
+// called): also after net/http handed it over (Hijack), so a parked stream
+// or a WebSocket counts against the caps until it is really closed.
 type conn struct {
 	net.Conn
 	l        *Listener
@@ -247,6 +250,19 @@ func (c *conn) Close() error {
 		c.l.release(c.host)
 	})
 	return c.closeErr
+}
+
+// errNoSyscallConn answers SyscallConn on a connection without a descriptor.
+var errNoSyscallConn = errors.New("connlimit: connection has no descriptor")
+
+// SyscallConn exposes the descriptor of the connection (internal/netpoll
+// watches parked streams through it); a hijacked connection stays counted
+// until its Close.
+func (c *conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errNoSyscallConn
 }
 
 // CloseWrite half-closes a TCP connection (net/http uses it when it can).

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
 
 var (
@@ -28,6 +30,12 @@ type Hub struct {
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
 
+	pollOnce sync.Once
+	poll     *netpoll.Poller // nil until the first parked stream, or where unsupported
+	pollErr  error
+	noPark   atomic.Bool
+	enders   runner // ends parked streams whose client left
+
 	refusedLimit, refusedShutdown atomic.Uint64
 }
 
@@ -37,10 +45,17 @@ func (h *Hub) Refusals() (tenantLimit, shuttingDown uint64) {
 	return h.refusedLimit.Load(), h.refusedShutdown.Load()
 }
 
+// maxEnders bounds the goroutines that end parked streams whose client
+// left (unsubscribe, close, Leave): short work, done by a few.
+const maxEnders = 16
+
 // NewHub returns a Hub that admits at most maxPerTenant open streams per
 // tenant (every binding counted together); zero or negative means no cap.
 func NewHub(maxPerTenant int) *Hub {
-	return &Hub{maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{})}
+	return &Hub{
+		maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{}),
+		enders: runner{max: maxEnders},
+	}
 }
 
 // Stream is one admitted stream; Leave it exactly once when it ends.
@@ -137,12 +152,47 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		h.wg.Wait()
+		h.enders.wait() // the last Leave ran on one of them
 		close(done)
 	}()
 	select {
 	case <-done:
+		h.closePoller()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// SetParking turns parking of idle streams on (the default) or off: off,
+// every stream keeps its goroutine (the path HTTP/2, TLS and non-Linux
+// take anyway). Streams already parked stay parked.
+func (h *Hub) SetParking(on bool) { h.noPark.Store(!on) }
+
+// poller is the Hub's netpoll.Poller, started by the first stream that
+// parks; nil when parking is off, shutdown has begun or the platform has
+// none. The Hub owns it: Shutdown closes it once every stream has left.
+func (h *Hub) poller() *netpoll.Poller {
+	if h.noPark.Load() {
+		return nil
+	}
+	h.pollOnce.Do(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.closed {
+			h.pollErr = ErrShuttingDown
+			return
+		}
+		h.poll, h.pollErr = netpoll.New()
+	})
+	return h.poll
+}
+
+// closePoller stops the poller, once every parked stream has left; no
+// stream parks after Shutdown began (the Hub admits none).
+func (h *Hub) closePoller() {
+	h.pollOnce.Do(func() { h.pollErr = ErrShuttingDown }) // none started: none will
+	if h.poll != nil {
+		_ = h.poll.Close()
 	}
 }

@@ -5,7 +5,8 @@
 // whole capacity.
 //
 // Concurrency: any number of goroutines may Offer, Push and End; one
-// consumer calls Next (Ready tells it when to look). All methods are safe
+// consumer calls Next (Ready tells it when to look, or the OnReady
+// callback, for a consumer that holds no goroutine while idle). All methods are safe
 // for concurrent use.
 package queue
 
@@ -32,7 +33,8 @@ type Queue[T any] struct {
 	buf   []T // ring; len(buf) is the capacity allocated so far (≤ max); guarded by mu
 	head  int // guarded by mu
 	n     int // elements queued; guarded by mu
-	ended bool
+	ended  bool
+	notify func() // called where ready is signalled, when set; guarded by mu
 }
 
 // New returns an empty queue that holds at most size elements (at least
@@ -53,8 +55,12 @@ func (q *Queue[T]) Offer(v T) bool {
 	}
 	q.buf[(q.head+q.n)%len(q.buf)] = v
 	q.n++
+	fn := q.notify
 	q.mu.Unlock()
 	signal(q.ready)
+	if fn != nil {
+		fn()
+	}
 	return true
 }
 
@@ -108,9 +114,30 @@ func (q *Queue[T]) growLocked() {
 func (q *Queue[T]) End() {
 	q.mu.Lock()
 	q.ended = true
+	fn := q.notify
 	q.mu.Unlock()
 	signal(q.ready)
 	signal(q.room)
+	if fn != nil {
+		fn()
+	}
+}
+
+// OnReady sets fn to be called, from the goroutine that queues (Offer,
+// Push) or ends the queue, after each element queued and after End: a
+// consumer that parks instead of waiting on Ready learns of new work
+// there, then calls Next until it reports nothing. fn must not block. When
+// the queue already holds elements or has ended, fn is also called once
+// before OnReady returns, so nothing queued earlier is missed. Nil stops
+// the calls. Ready keeps receiving its tokens either way.
+func (q *Queue[T]) OnReady(fn func()) {
+	q.mu.Lock()
+	q.notify = fn
+	pending := q.n > 0 || q.ended
+	q.mu.Unlock()
+	if fn != nil && pending {
+		fn()
+	}
 }
 
 // Ready receives a token when Next may return an element or the end: the

@@ -157,3 +157,55 @@ func TestConcurrentProducersOneConsumer(t *testing.T) {
 		t.Fatalf("received %v, want %d pushed and %d offered", got, n, offered)
 	}
 }
+
+func TestOnReadyCallsOnOfferAndEnd(t *testing.T) {
+	q := New[int](2)
+	q.Offer(1) // queued before the hook: OnReady calls it at once
+	calls := 0
+	q.OnReady(func() { calls++ })
+	if calls != 1 {
+		t.Fatalf("OnReady on a non-empty queue called fn %d times, want 1", calls)
+	}
+	q.Offer(2)
+	if calls != 2 {
+		t.Fatalf("after an Offer: %d calls, want 2", calls)
+	}
+	if q.Offer(3) || calls != 2 {
+		t.Fatalf("a refused Offer called fn (%d calls)", calls)
+	}
+	q.End()
+	if calls != 3 {
+		t.Fatalf("after End: %d calls, want 3", calls)
+	}
+	for range 2 {
+		if _, ok, _ := q.Next(); !ok {
+			t.Fatal("queued element lost")
+		}
+	}
+	if _, ok, ended := q.Next(); ok || !ended {
+		t.Fatalf("after draining: ok %v ended %v, want the end", ok, ended)
+	}
+	q.OnReady(nil)
+	q.End()
+	if calls != 3 {
+		t.Fatalf("fn called after OnReady(nil): %d calls", calls)
+	}
+	// the Ready channel still has its token for a goroutine consumer
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("Ready lost its token while a hook was set")
+	}
+}
+
+func TestOnReadyEmptyQueueWaits(t *testing.T) {
+	q := New[string](4)
+	calls := 0
+	q.OnReady(func() { calls++ })
+	if calls != 0 {
+		t.Fatalf("OnReady on an empty queue called fn")
+	}
+	if err := q.Push(context.Background(), "a"); err != nil || calls != 1 {
+		t.Fatalf("Push: %v, %d calls, want 1", err, calls)
+	}
+}
