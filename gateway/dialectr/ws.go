@@ -25,18 +25,18 @@ func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer stream.Leave()
 	limit := int64(rl.cfg.Limits.MaxEventBytes)
 	if limit <= 0 {
 		limit = 1 << 20
 	}
 	ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{OriginPatterns: rl.cfg.OriginPatterns, ReadLimit: limit + 64<<10})
 	if err != nil {
+		stream.Leave()
 		return // Upgrade wrote the HTTP error
 	}
-	c := newWSConn(rl, ws, tn)
+	c := newWSConn(rl, ws, tn, stream)
 	stream.OnShutdown(c.shutdown)
-	c.serve()
+	c.serve() // returns early when the connection parks; its end calls stream.Leave
 }
 
 // delivered is the bookkeeping of an event frame: subscription sub
@@ -84,7 +84,9 @@ type wsConn struct {
 	subs   map[string]*wsSub // guarded by subsMu
 }
 
-func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant) *wsConn {
+// newWSConn serves ws for tn; stream is its admission, left when the
+// connection has ended.
+func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant, stream *transport.Stream) *wsConn {
 	c := &wsConn{
 		rl: rl, tenant: tn,
 		log:       rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger(),
@@ -104,13 +106,15 @@ func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant) *wsConn {
 		Closing: c.closingFrame,
 		Written: c.written,
 		Logger:  c.log,
+		Stream:  stream,
+		Ended:   stream.Leave,
 	})
 	c.ctx = c.conn.Context()
 	return c
 }
 
-// serve runs the connection until it ends, then stops every subscription
-// and joins every goroutine.
+// serve runs the connection until it ends or parks (transport.Conn.Serve);
+// at its end every subscription stops and every goroutine is joined.
 func (c *wsConn) serve() {
 	c.conn.Serve(c.receive, func() {
 		c.stopSubs()

@@ -39,7 +39,22 @@ type WSConfig struct {
 	// Item has a Meta was written, with that Meta (a binding's bookkeeping
 	// of what reached the socket). It runs in the writer.
 	Written func(meta any)
-	Logger  zerolog.Logger
+	// Stream, when set, is the connection's admission in a Hub. Once the
+	// connection is Ready and has nothing left to read, it parks on the
+	// Hub's poller (unless the Hub's parking is off, the platform has no
+	// poller, or the connection has no descriptor, e.g. TLS): Serve
+	// returns, the handler's goroutine leaves, and the connection holds no
+	// goroutine until the peer sends (a reader runs for that message),
+	// something is queued (a writer runs until the queue is empty) or a
+	// heartbeat timer fires. The Hub's Shutdown ends it like any stream
+	// (its OnShutdown), and waits for it through Ended.
+	Stream *Stream
+	// Ended, when set, runs once when the connection has ended, its
+	// socket is closed and every goroutine of it was joined: before Serve
+	// returns, or on the goroutine that ended a parked connection. The
+	// binding's last bookkeeping goes there (Stream.Leave).
+	Ended  func()
+	Logger zerolog.Logger
 }
 
 // Heartbeat is a connection's liveness check. With Frame nil the
@@ -88,12 +103,13 @@ func closeItem(msg []byte, status websocket.StatusCode, reason string) Item {
 	return Item{Msg: msg, end: &closeFrame{status: status, reason: reason}}
 }
 
-// Conn is one WebSocket connection as every binding serves it: the reader
-// is the caller's goroutine (Serve), one writer drains a bounded outbound
-// queue (allocated as it fills), writing what is queued as one buffer of
-// frames with one write under one deadline, an optional heartbeat, and
-// the binding's own workers started with Go. Serve joins them all before
-// it returns.
+// Conn is one WebSocket connection as every binding serves it: a reader
+// (the caller's goroutine in Serve, or once parked a goroutine per message
+// read), a writer that runs while the bounded outbound queue (allocated as
+// it fills) holds something, writing what is queued as one buffer of
+// frames with one write under one deadline, heartbeat timers, and the
+// binding's own workers (Go, Pump). Every one of them is joined before
+// the connection's Ended runs.
 type Conn struct {
 	ws  *Socket
 	cfg WSConfig
@@ -111,17 +127,34 @@ type Conn struct {
 	beating     atomic.Bool  // StartHeartbeat called
 	lastRead    atomic.Int64 // UnixNano of the last message read
 	closeQueued atomic.Bool
+	serving     atomic.Bool // Serve started: the writer may run
 	workers     sync.WaitGroup
-	writerDone  chan struct{}
-	beatOnce    sync.Once
 
-	// The protocol-ping heartbeat is a timer, not a goroutine: an idle
-	// connection holds no pinger. pingSent is the UnixNano of the ping
-	// not yet answered (0: none); the pong's reader clears it.
-	pingMu    sync.Mutex
-	pingTimer *time.Timer // guarded by pingMu
-	pingEnded bool        // no ping starts any more; guarded by pingMu
-	pingSent  atomic.Int64
+	w        wsWriter // the writer's state; writer only
+	writing  demand
+	wstopped chan struct{} // closed when the writer stopped for good
+	handle   func(websocket.MessageType, []byte) bool
+	onEnd    func()
+	reading  demand // a parked connection's reader
+
+	// life guards the connection's lifecycle: goroutines start (spawn)
+	// only before ending; the writer's stop and parking are decided under
+	// it so that a parked connection whose writer stops is always ended.
+	life      sync.Mutex
+	ending    bool           // guarded by life
+	wstop     bool           // guarded by life
+	parked    bool           // guarded by life
+	noPark    bool           // reader only: parking failed once, do not retry
+	poll      *netpollHandle // guarded by life (set once when parking)
+	beatTimer *time.Timer    // guarded by life
+	endOnce   sync.Once
+
+	// Heartbeat state: pingSent is the UnixNano of the protocol ping not
+	// yet answered (0: none; the pong's reader clears it); lastSeen and
+	// quietTicks belong to the frame heartbeat's timer (one run at a time).
+	pingSent   atomic.Int64
+	lastSeen   int64
+	quietTicks int
 }
 
 // NewConn wraps an upgraded WebSocket. Serve runs it. ws may be nil for a
@@ -131,45 +164,59 @@ func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ws: ws, cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), writerDone: make(chan struct{}),
+		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), wstopped: make(chan struct{}),
 	}
+	c.w.c = c
 	if ws != nil {
 		ws.OnPong(func() { c.pingSent.Store(0) })
 	}
 	return c
 }
 
-// Context ends when the connection ends (the writer stopped, or Serve is
-// returning); workers watch it.
+// Context ends when the connection ends (the writer stopped, or the
+// connection is ending); workers watch it.
 func (c *Conn) Context() context.Context { return c.ctx }
 
 // Ready ends the handshake: reads are no longer bounded by
-// HandshakeTimeout.
+// HandshakeTimeout, and the connection may park.
 func (c *Conn) Ready() { c.ready.Store(true) }
 
 // StartHeartbeat starts the heartbeat (after the dialect's handshake, so
 // that the first ping follows the server's greeting). Idempotent.
 func (c *Conn) StartHeartbeat() {
-	c.beatOnce.Do(func() {
-		c.beating.Store(true)
-		if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame == nil {
-			c.pingMu.Lock()
-			if !c.pingEnded {
-				c.pingTimer = time.AfterFunc(hb.Every, c.ping)
-			}
-			c.pingMu.Unlock()
-		}
-	})
+	if c.beating.Swap(true) {
+		return
+	}
+	if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame == nil {
+		c.armBeat(hb.Every, c.ping)
+	}
 }
 
-// Go runs f as a worker of the connection: Serve waits for it before it
-// returns. f must return once Context ends.
+// Go runs f as a worker of the connection: the connection's end waits for
+// it. f must return once Context ends. Call it from the reader or another
+// worker.
 func (c *Conn) Go(f func()) {
 	c.workers.Add(1)
 	go func() {
 		defer c.workers.Done()
 		f()
 	}()
+}
+
+// spawn runs f as a worker unless the connection is ending; false when it
+// did not.
+func (c *Conn) spawn(f func()) bool {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.ending {
+		return false
+	}
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		f()
+	}()
+	return true
 }
 
 // Send queues msg, waiting for room; false when the connection is ending.
@@ -206,39 +253,44 @@ func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string
 // CloseNow closes ahead of the queue (after WSConfig.Closing's message);
 // safe from any goroutine, effective once.
 func (c *Conn) CloseNow(status websocket.StatusCode, reason string) {
+	c.closeUrgent(closeItem(nil, status, reason))
+}
+
+// closeUrgent queues it ahead of the queue (once) and wakes the writer.
+func (c *Conn) closeUrgent(it Item) {
 	c.urgentOne.Do(func() {
 		c.urgentSet.Store(true)
-		c.urgent <- closeItem(nil, status, reason)
+		c.urgent <- it
 	})
+	c.kickWriter()
 }
 
-// Serve runs the connection: it starts the writer, reads messages and
-// hands each to handle until the connection ends or handle returns false
-// (after queueing a close), then calls onEnd (the binding stops its
-// subscriptions), stops the writer once what is queued is written, joins
-// every goroutine of the connection, and ends the close handshake.
+// Serve runs the connection: it reads messages and hands each to handle
+// until the connection ends or handle returns false (after queueing a
+// close), then calls onEnd (the binding stops its subscriptions), lets
+// the writer write what is queued up to the close, joins every goroutine
+// of the connection, ends the close handshake and runs WSConfig.Ended.
+// A connection that parks (WSConfig.Stream) makes Serve return at once;
+// the same end then runs on the goroutine that ends it.
 func (c *Conn) Serve(handle func(typ websocket.MessageType, data []byte) bool, onEnd func()) {
-	c.lastRead.Store(time.Now().UnixNano())
-	go c.writer()
-	c.readLoop(handle)
-	if onEnd != nil {
-		onEnd()
+	c.handle, c.onEnd = handle, onEnd
+	now := time.Now().UnixNano()
+	c.lastRead.Store(now)
+	c.lastSeen = now
+	c.serving.Store(true)
+	c.out.OnReady(c.kickWriter)
+	c.kickWriter() // a close queued before Serve
+	if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame != nil {
+		c.armBeat(hb.Every, c.beat)
 	}
-	select {
-	case <-c.writerDone: // the writer closed the connection
-	default:
-		if !c.closeQueued.Load() && !c.urgentSet.Load() {
-			c.cancel() // the peer left: nothing more to say
-		}
+	if c.readLoop() {
+		return // parked: the connection ends elsewhere
 	}
-	<-c.writerDone
-	c.cancel()
-	c.endPings()
-	c.workers.Wait()
-	c.ws.Finish()
+	c.shut()
 }
 
-func (c *Conn) readLoop(handle func(websocket.MessageType, []byte) bool) {
+// readLoop reads until the connection ends (false) or parks (true).
+func (c *Conn) readLoop() (parked bool) {
 	bounded := false
 	for {
 		if t := c.cfg.HandshakeTimeout; t > 0 && !c.ready.Load() {
@@ -248,182 +300,74 @@ func (c *Conn) readLoop(handle func(websocket.MessageType, []byte) bool) {
 			c.ws.SetReadDeadline(time.Time{})
 			bounded = false
 		}
-		typ, data, err := c.ws.ReadMessage()
-		if err != nil {
-			if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				c.log.Debug().Err(err).Msg("transport: websocket read")
-			}
-			return
+		if !c.readOne() {
+			return false
 		}
-		c.lastRead.Store(time.Now().UnixNano())
-		if !handle(typ, data) {
-			return
+		if !bounded && c.park() {
+			return true
 		}
 	}
 }
 
-// writer writes queued items in order, runs the frame heartbeat, and on a
-// close item writes the closing message and closes. It cancels the
-// connection's context and ends the queue when it stops; when it stops
-// without a close frame written (a write failed, or the peer left), it
-// aborts the socket so that the reader returns.
-func (c *Conn) writer() {
-	defer close(c.writerDone)
-	defer c.out.End()
-	defer c.cancel()
-	closed := false
-	defer func() {
-		if !closed {
-			c.ws.Abort()
-		}
-	}()
-	var tick <-chan time.Time
-	hb := c.cfg.Heartbeat
-	if hb.Every > 0 && hb.Frame != nil {
-		t := time.NewTicker(hb.Every)
-		defer t.Stop()
-		tick = t.C
-	}
-	var lastSeen int64 // lastRead at the previous tick
-	quietTicks := 0
-	w := wsWriter{c: c}
-	for {
-		select {
-		case <-c.ctx.Done():
-			// The reader returned (the peer left or closed): what it
-			// needed to say it has said.
-			closed = true
-			return
-		case it := <-c.urgent:
-			closed = w.closeWith(it)
-			return
-		case now := <-tick:
-			if lr := c.lastRead.Load(); lr != lastSeen {
-				lastSeen, quietTicks = lr, 0
-			}
-			quietTicks++
-			if silent := now.Sub(time.Unix(0, lastSeen)); silent > 3*hb.Every && quietTicks >= 3 {
-				closed = w.closeWith(c.timeoutItem(silent))
-				return
-			}
-			if c.beating.Load() && !w.flush(AppendFrame(w.get(), opText, hb.Frame()), false) {
-				return
-			}
-		case <-c.out.Ready():
-			more, wasClose := w.run()
-			if !more {
-				closed = wasClose
-				return
-			}
-		}
-	}
-}
-
-// maxRun is the most queued messages written with one write; maxRunBytes
-// ends a run early once its buffer holds that much.
-const (
-	maxRun      = 64
-	maxRunBytes = 256 << 10
-)
-
-// wsBufs holds write buffers between runs, so that an idle connection
-// holds none.
-var wsBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-
-// wsWriter is the writer goroutine's state.
-type wsWriter struct {
-	c     *Conn
-	buf   *[]byte
-	metas []any
-}
-
-// get returns an empty buffer from the pool; flush gives it back.
-func (w *wsWriter) get() []byte {
-	w.buf = wsBufs.Get().(*[]byte)
-	return (*w.buf)[:0]
-}
-
-// flush writes b (from get) and returns the buffer to the pool; false when
-// the write failed.
-func (w *wsWriter) flush(b []byte, closes bool) bool {
-	err := w.c.ws.Write(b, w.c.cfg.WriteTimeout, closes)
-	if cap(b) <= 1<<20 {
-		*w.buf = b[:0]
-		wsBufs.Put(w.buf)
-	}
-	w.buf = nil
+// readOne reads one message and hands it over; false when the reading
+// ends.
+func (c *Conn) readOne() bool {
+	typ, data, err := c.ws.ReadMessage()
 	if err != nil {
-		w.c.log.Debug().Err(err).Msg("transport: websocket write")
+		if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			c.log.Debug().Err(err).Msg("transport: websocket read")
+		}
 		return false
 	}
-	return true
+	c.lastRead.Store(time.Now().UnixNano())
+	return c.handle(typ, data)
 }
 
-// run appends what is queued (up to maxRun messages or maxRunBytes) as
-// frames to one buffer and writes it with one write, then hands the metas
-// written to WSConfig.Written. more is false when the writer must stop
-// (a write failed or a close was written: wasClose).
-func (w *wsWriter) run() (more, wasClose bool) {
-	c := w.c
-	b := w.get()
-	w.metas = w.metas[:0]
-	for n := 0; n < maxRun && len(b) < maxRunBytes && len(c.urgent) == 0; n++ {
-		it, ok, _ := c.out.Next()
-		if !ok {
-			break
-		}
-		if len(it.Msg) > 0 {
-			b = AppendFrame(b, opText, it.Msg)
-			if it.Meta != nil && c.cfg.Written != nil {
-				w.metas = append(w.metas, it.Meta)
-			}
-		}
-		if it.end != nil {
-			b = w.appendClose(b, it.end)
-			ok := w.flush(b, true)
-			w.written(ok)
-			return false, ok
-		}
+// shut ends the connection once its reader has stopped: onEnd, the
+// writer's last words (a queued close) or its stop (the peer left:
+// nothing more to say), then no goroutine starts any more, every one is
+// joined, the close handshake ends and Ended runs. Once.
+func (c *Conn) shut() {
+	if c.onEnd != nil {
+		c.onEnd()
 	}
-	if len(b) == 0 {
-		*w.buf = b
-		wsBufs.Put(w.buf)
-		w.buf = nil
-		return true, false
+	if !c.closeQueued.Load() && !c.urgentSet.Load() {
+		c.stopWriter()
 	}
-	ok := w.flush(b, false)
-	w.written(ok)
-	return ok, false
+	<-c.wstopped
+	c.cancel()
+	c.life.Lock()
+	c.ending = true
+	if c.beatTimer != nil {
+		c.beatTimer.Stop()
+	}
+	c.life.Unlock()
+	c.workers.Wait()
+	c.ws.Finish()
+	if c.cfg.Ended != nil {
+		c.cfg.Ended()
+	}
 }
 
-func (w *wsWriter) written(ok bool) {
-	if ok {
-		for _, m := range w.metas {
-			w.c.cfg.Written(m)
-		}
+// stopWriter stops the writer for good (a close was written, a write
+// failed and closed the socket, or the reader has stopped): the context
+// ends, the queue ends (senders waiting for room return), and a parked
+// connection is ended.
+func (c *Conn) stopWriter() {
+	c.life.Lock()
+	if c.wstop {
+		c.life.Unlock()
+		return
 	}
-	clear(w.metas)
-	w.metas = w.metas[:0]
-}
-
-// appendClose appends the Closing message and the close frame of end.
-func (w *wsWriter) appendClose(b []byte, end *closeFrame) []byte {
-	if f := w.c.cfg.Closing; f != nil {
-		if m := f(end.reason); len(m) > 0 {
-			b = AppendFrame(b, opText, m)
-		}
+	c.wstop = true
+	parked := c.parked
+	c.life.Unlock()
+	c.cancel()
+	c.out.End()
+	close(c.wstopped)
+	if parked {
+		c.endParked()
 	}
-	return appendClose(b, end.status, end.reason)
-}
-
-// closeWith writes it.Msg, the Closing message and the close frame with
-// one write; true when it was written.
-func (w *wsWriter) closeWith(it Item) bool {
-	b := w.get()
-	if len(it.Msg) > 0 {
-		b = AppendFrame(b, opText, it.Msg)
-	}
-	return w.flush(w.appendClose(b, it.end), true)
 }
 
 func (c *Conn) timeoutItem(silent time.Duration) Item {
@@ -433,19 +377,47 @@ func (c *Conn) timeoutItem(silent time.Duration) Item {
 	return closeItem(nil, websocket.StatusPolicyViolation, "no frame for "+silent.Round(time.Millisecond).String())
 }
 
-// ping runs on the heartbeat timer's goroutine every period: it times the
-// peer out when the last ping has gone unanswered for three periods (its
-// timeout message and close are queued behind what is queued), and
-// otherwise sends a ping when none is outstanding.
-func (c *Conn) ping() {
-	c.pingMu.Lock()
-	if c.pingEnded {
-		c.pingMu.Unlock()
+// armBeat starts the heartbeat timer running f after d, unless the
+// connection is ending. f runs as a worker and re-arms it with rearmBeat.
+func (c *Conn) armBeat(d time.Duration, f func()) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.ending {
+		return
+	}
+	c.beatTimer = time.AfterFunc(d, func() {
+		c.spawnInline(f)
+	})
+}
+
+// spawnInline runs f on the calling goroutine (a timer's) as a worker,
+// unless the connection is ending.
+func (c *Conn) spawnInline(f func()) {
+	c.life.Lock()
+	if c.ending {
+		c.life.Unlock()
 		return
 	}
 	c.workers.Add(1)
-	c.pingMu.Unlock()
+	c.life.Unlock()
 	defer c.workers.Done()
+	f()
+}
+
+// rearmBeat runs the heartbeat timer again after d.
+func (c *Conn) rearmBeat(d time.Duration) {
+	c.life.Lock()
+	if !c.ending {
+		c.beatTimer.Reset(d)
+	}
+	c.life.Unlock()
+}
+
+// ping is the protocol heartbeat, every period: it times the peer out
+// when the last ping has gone unanswered for three periods (its timeout
+// message and close are queued behind what is queued), and otherwise
+// sends a ping when none is outstanding.
+func (c *Conn) ping() {
 	every := c.cfg.Heartbeat.Every
 	now := time.Now()
 	if sent := c.pingSent.Load(); sent != 0 {
@@ -460,22 +432,31 @@ func (c *Conn) ping() {
 			return // the socket is closed: the reader returns
 		}
 	}
-	c.pingMu.Lock()
-	if !c.pingEnded {
-		c.pingTimer.Reset(every)
-	}
-	c.pingMu.Unlock()
+	c.rearmBeat(every)
 }
 
-// endPings stops the heartbeat timer; a ping already running is a worker
-// and is waited for with them.
-func (c *Conn) endPings() {
-	c.pingMu.Lock()
-	c.pingEnded = true
-	if c.pingTimer != nil {
-		c.pingTimer.Stop()
+// beat is the frame heartbeat, every period from Serve on: a peer silent
+// for three periods (and three beats, so that a loaded machine never
+// times out a peer it did not ping) is closed ahead of the queue;
+// otherwise, once StartHeartbeat was called, the heartbeat frame is
+// written.
+func (c *Conn) beat() {
+	every := c.cfg.Heartbeat.Every
+	if lr := c.lastRead.Load(); lr != c.lastSeen {
+		c.lastSeen, c.quietTicks = lr, 0
 	}
-	c.pingMu.Unlock()
+	c.quietTicks++
+	if silent := time.Since(time.Unix(0, c.lastSeen)); silent > 3*every && c.quietTicks >= 3 {
+		c.closeUrgent(c.timeoutItem(silent))
+		return
+	}
+	if c.beating.Load() {
+		var buf [128]byte
+		if err := c.ws.Write(AppendFrame(buf[:0], opText, c.cfg.Heartbeat.Frame()), c.cfg.WriteTimeout, false); err != nil {
+			return // the socket is closed: the reader returns
+		}
+	}
+	c.rearmBeat(every)
 }
 
 // truncReason keeps a close reason within the 123 bytes a close frame
@@ -512,6 +493,11 @@ func (c *Conn) TakeQueued() []Item {
 func (c *Conn) Stop() {
 	c.cancel()
 	c.out.End()
-	c.endPings()
+	c.life.Lock()
+	c.ending = true
+	if c.beatTimer != nil {
+		c.beatTimer.Stop()
+	}
+	c.life.Unlock()
 	c.workers.Wait()
 }
