@@ -10,6 +10,17 @@ import (
 
 type netpollHandle = netpoll.Handle
 
+// mayLinger reports whether ending the connection may wait on the peer:
+// for the write of a close (WriteTimeout) or for the peer's answer to it
+// (closeWait). Not when the peer's close was read, nor when no close was
+// or will be written (the peer left).
+func (c *Conn) mayLinger() bool {
+	if c.ws.gotClose.Load() {
+		return false
+	}
+	return c.closeQueued.Load() || c.urgentSet.Load() || c.ws.sentAny.Load()
+}
+
 // demand runs a function on a goroutine of a connection when kicked: at
 // most one at a time, once more when kicked while it runs, and no
 // goroutine while idle. The zero value is ready.
@@ -94,17 +105,26 @@ func (c *Conn) readParked() {
 	}
 }
 
-// endParked ends a parked connection (once), on a goroutine of its own:
-// the poller stops watching it, then shut. The Hub waits for it through
-// the binding's Ended (Stream.Leave).
+// endParked ends a parked connection (once): the poller stops watching
+// it, then shut. That runs on one of the Hub's few enders, so that
+// thousands of clients leaving at once cost a few goroutine stacks, not
+// thousands; a connection whose close handshake may still wait for the
+// peer (up to closeWait) ends on a goroutine of its own instead, so that
+// it never holds an ender. The Hub waits for either through the binding's
+// Ended (Stream.Leave).
 func (c *Conn) endParked() {
 	c.endOnce.Do(func() {
-		go func() {
+		end := func() {
 			if err := c.poll.Remove(); err != nil {
 				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
 			}
 			c.shut()
-		}()
+		}
+		if c.mayLinger() {
+			go end()
+			return
+		}
+		c.cfg.Stream.h.enders.do(end)
 	})
 }
 

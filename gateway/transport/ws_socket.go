@@ -38,6 +38,7 @@ type Socket struct {
 	closing   bool // the close handshake's read deadline is set; guarded by wmu
 
 	gotClose atomic.Bool // the peer's close frame was read
+	sentAny  atomic.Bool // closeSent, readable without wmu
 	onPong   atomic.Pointer[func()]
 }
 
@@ -108,10 +109,12 @@ func (s *Socket) writeLocked(b []byte, timeout time.Duration, closes bool) error
 	}
 	if closes {
 		s.closeSent = true
+		s.sentAny.Store(true)
 	}
 	if _, err := s.nc.Write(b); err != nil {
 		// A frame may be cut: nothing can follow it. The reader returns.
 		s.closeSent = true
+		s.sentAny.Store(true)
 		_ = s.nc.Close()
 		return fmt.Errorf("transport: websocket write: %w", err)
 	}
