@@ -335,14 +335,7 @@ func (c *Conn) shut() {
 		c.stopWriter()
 	}
 	<-c.wstopped
-	c.cancel()
-	c.life.Lock()
-	c.ending = true
-	if c.beatTimer != nil {
-		c.beatTimer.Stop()
-	}
-	c.life.Unlock()
-	c.workers.Wait()
+	c.join()
 	c.ws.Finish()
 	if c.cfg.Ended != nil {
 		c.cfg.Ended()
@@ -491,8 +484,14 @@ func (c *Conn) TakeQueued() []Item {
 // Stop ends a Conn that is not served: it cancels its context and waits
 // for its workers.
 func (c *Conn) Stop() {
-	c.cancel()
 	c.out.End()
+	c.join()
+}
+
+// join ends the context, lets no goroutine of the connection start any
+// more (the heartbeat timer stops) and waits for those running.
+func (c *Conn) join() {
+	c.cancel()
 	c.life.Lock()
 	c.ending = true
 	if c.beatTimer != nil {
