@@ -303,6 +303,10 @@ func (c *Conn) readLoop() (parked bool) {
 		if !c.readOne() {
 			return false
 		}
+		if bounded && c.ready.Load() {
+			c.ws.SetReadDeadline(time.Time{})
+			bounded = false
+		}
 		if !bounded && c.park() {
 			return true
 		}

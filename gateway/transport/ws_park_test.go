@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/aep-gateway/aep-gateway/gateway/connlimit"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
@@ -22,6 +24,7 @@ import (
 // connection's pump queue: what is offered there is written.
 type parkServer struct {
 	url            string
+	handler        http.Handler
 	hub            *transport.Hub
 	served, ended  atomic.Int64
 	feeds          chan *queue.Queue[string]
@@ -32,7 +35,7 @@ type parkServer struct {
 func newParkServer(t *testing.T) *parkServer {
 	t.Helper()
 	ps := &parkServer{hub: transport.NewHub(0), feeds: make(chan *queue.Queue[string], 100)}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ps.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stream, err := ps.hub.Enter("t", nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -46,8 +49,11 @@ func newParkServer(t *testing.T) *parkServer {
 		var c *transport.Conn
 		q := queue.New[string](16)
 		c = transport.NewConn(ws, transport.WSConfig{
-			Stream: stream,
-			Ended:  func() { ps.ended.Add(1); stream.Leave() },
+			// Bounded until Ready, which the first message makes: the
+			// connection parks right after it.
+			HandshakeTimeout: 5 * time.Second,
+			Stream:           stream,
+			Ended:            func() { ps.ended.Add(1); stream.Leave() },
 		})
 		stream.OnShutdown(func() { c.CloseAfter(nil, websocket.StatusGoingAway, "shutdown") })
 		transport.Pump(c, q, func(s string) bool { return c.Send([]byte("fed:" + s)) }, func(ended bool) {
@@ -66,7 +72,8 @@ func newParkServer(t *testing.T) *parkServer {
 			return c.Send([]byte("echo:" + string(data)))
 		}, q.End)
 		ps.served.Add(1)
-	}))
+	})
+	hs := httptest.NewServer(ps.handler)
 	t.Cleanup(hs.Close)
 	ps.url = "ws" + strings.TrimPrefix(hs.URL, "http")
 	return ps
@@ -176,4 +183,43 @@ func TestHubShutdownEndsParkedConns(t *testing.T) {
 			t.Fatalf("closed with %d, want 1001", st)
 		}
 	}
+}
+
+// A parked connection keeps its connlimit slot until it is really
+// closed: with a cap of one, a second client is refused while the first
+// is parked, and admitted once it has left.
+func TestParkedConnStaysCounted(t *testing.T) {
+	ps := newParkServer(t) // for its handler
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := connlimit.New(ln, connlimit.Config{Max: 1, Refusal: func(string) []byte {
+		return []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+	}})
+	srv := &http.Server{Handler: ps.handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lim) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	url := "ws://" + ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := dial(t, url)
+	<-ps.feeds
+	if err := first.Write(ctx, websocket.MessageText, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := first.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first connection to park", func() bool { return ps.served.Load() == 1 })
+	if lim.Open() != 1 {
+		t.Fatalf("%d connections counted while one is parked, want 1", lim.Open())
+	}
+	if _, resp, err := websocket.Dial(ctx, url, nil); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second connection over the cap: %v, want 503", err)
+	}
+	_ = first.CloseNow()
+	waitFor(t, "the parked connection's slot", func() bool { return lim.Open() == 0 })
+	dial(t, url)
+	<-ps.feeds
 }
