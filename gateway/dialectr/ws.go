@@ -51,12 +51,14 @@ type (
 
 // wsConn is one WebSocket connection, served by a transport.Conn.
 //
-// Goroutines: the handler's goroutine reads (serve, readLoop and the frame
+// Goroutines: the reader (the handler's goroutine until the connection
+// parks after hello, then one per frame read; serve, readLoop and the frame
 // handlers; the hello state is its alone); the transport's writer drains
-// the bounded outbound queue, pings and tracks the positions delivered
-// (written, closingFrame: writer only); one pump per subscription (a
-// worker of the transport.Conn) moves deliveries into the queue. serve
-// joins them all before it returns. A pump that finds the queue full
+// the bounded outbound queue and tracks the positions delivered (written,
+// closingFrame: writer only); each subscription's pump (a worker of the
+// transport.Conn while it starts, then a transport.Pump that runs only
+// while deliveries wait) moves deliveries into the queue. The connection's
+// end joins them all. A pump that finds the queue full
 // waits, its subscription's queue fills, and the engine moves it back to
 // reading Kafka (lossless): nothing is dropped.
 type wsConn struct {
