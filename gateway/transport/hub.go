@@ -30,14 +30,20 @@ type Hub struct {
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
 
-	pollOnce sync.Once
-	poll     *netpoll.Poller // nil until the first parked stream, or where unsupported
-	pollErr  error
-	noPark   atomic.Bool
-	enders   runner // ends parked streams whose client left
+	pmu        sync.Mutex
+	poll       *netpoll.Poller // while pollRefs > 0; guarded by pmu
+	pollRefs   int             // parked streams using poll; guarded by pmu
+	pollFailed bool            // the platform has no poller; guarded by pmu
+	noPark     atomic.Bool
+	enders     runner // ends parked streams whose client left
 
 	refusedLimit, refusedShutdown atomic.Uint64
+	parked                        atomic.Int64 // SSE streams parked now
 }
+
+// Parked is the number of SSE streams parked now (held without a
+// goroutine, see Park); the other open streams run in goroutines.
+func (h *Hub) Parked() int { return int(h.parked.Load()) }
 
 // Refusals counts the streams Enter refused, by reason: over the tenant's
 // cap (ErrTenantLimit) and after Shutdown began (ErrShuttingDown).
@@ -157,7 +163,6 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		h.closePoller()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -169,30 +174,43 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 // take anyway). Streams already parked stay parked.
 func (h *Hub) SetParking(on bool) { h.noPark.Store(!on) }
 
-// poller is the Hub's netpoll.Poller, started by the first stream that
-// parks; nil when parking is off, shutdown has begun or the platform has
-// none. The Hub owns it: Shutdown closes it once every stream has left.
-func (h *Hub) poller() *netpoll.Poller {
+// acquirePoller is the Hub's netpoll.Poller for one more parked stream,
+// started by the first; nil when parking is off or the platform has none.
+// The poller lives while streams are parked: the last releasePoller closes
+// it, so a Hub with no parked stream holds no goroutine.
+func (h *Hub) acquirePoller() *netpoll.Poller {
 	if h.noPark.Load() {
 		return nil
 	}
-	h.pollOnce.Do(func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.closed {
-			h.pollErr = ErrShuttingDown
-			return
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	if h.poll == nil {
+		if h.pollFailed {
+			return nil
 		}
-		h.poll, h.pollErr = netpoll.New()
-	})
+		p, err := netpoll.New()
+		if err != nil {
+			// unsupported: never again; out of descriptors: the next stream tries again
+			h.pollFailed = errors.Is(err, netpoll.ErrUnsupported)
+			return nil
+		}
+		h.poll = p
+	}
+	h.pollRefs++
 	return h.poll
 }
 
-// closePoller stops the poller, once every parked stream has left; no
-// stream parks after Shutdown began (the Hub admits none).
-func (h *Hub) closePoller() {
-	h.pollOnce.Do(func() { h.pollErr = ErrShuttingDown }) // none started: none will
-	if h.poll != nil {
-		_ = h.poll.Close()
+// releasePoller gives back what acquirePoller gave; the last one closes
+// the poller (waiting for its goroutine).
+func (h *Hub) releasePoller() {
+	h.pmu.Lock()
+	h.pollRefs--
+	var last *netpoll.Poller
+	if h.pollRefs == 0 {
+		last, h.poll = h.poll, nil
+	}
+	h.pmu.Unlock()
+	if last != nil {
+		_ = last.Close()
 	}
 }

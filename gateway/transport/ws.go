@@ -146,6 +146,7 @@ type Conn struct {
 	parked    bool           // guarded by life
 	noPark    bool           // reader only: parking failed once, do not retry
 	poll      *netpollHandle // guarded by life (set once when parking)
+	ends      []func(int64)  // the OnPark hooks' ends; set when parking
 	beatTimer *time.Timer    // guarded by life
 	endOnce   sync.Once
 

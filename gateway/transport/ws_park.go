@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"sync/atomic"
 	"syscall"
 
@@ -68,24 +69,47 @@ func (c *Conn) park() bool {
 		return false
 	}
 	sc, ok := c.ws.nc.(syscall.Conn)
-	p := c.cfg.Stream.h.poller()
-	if !ok || p == nil {
+	if !ok {
 		c.noPark = true
 		return false
 	}
-	c.life.Lock()
-	defer c.life.Unlock()
-	if c.wstop || c.ending {
-		return false // ending: the reader sees it through
+	hub := c.cfg.Stream.h
+	p := hub.acquirePoller()
+	if p == nil {
+		c.noPark = true
+		return false
 	}
-	h, err := p.Add(sc, c.wake)
+	parked, err := c.watch(p, sc)
+	if !parked {
+		hub.releasePoller()
+	}
 	if err != nil {
 		c.noPark = true
 		c.log.Debug().Err(err).Msg("transport: websocket not parked")
-		return false
+	}
+	return parked
+}
+
+// watch adds the connection to p unless it is ending (then the reader sees
+// it through).
+func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.wstop || c.ending {
+		return false, nil
+	}
+	h, err := p.Add(sc, c.wake)
+	if err != nil {
+		return false, err
 	}
 	c.poll, c.parked = h, true
-	return true
+	if c.ws.hooks != nil {
+		// The middleware that measures requests when their handler
+		// returns learns that this one parked (OnPark), and is told when
+		// it ends (endParked, after shut: it reads ends after this lock).
+		c.ends = runParkHooks(context.WithValue(context.Background(), parkHooksKey{}, c.ws.hooks))
+	}
+	return true, nil
 }
 
 // wake is the poller's callback (it must not block): the peer sent
@@ -118,7 +142,11 @@ func (c *Conn) endParked() {
 			if err := c.poll.Remove(); err != nil {
 				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
 			}
+			c.cfg.Stream.h.releasePoller()
 			c.shut()
+			for _, end := range c.ends {
+				end(c.ws.Written())
+			}
 		}
 		if c.mayLinger() {
 			go end()

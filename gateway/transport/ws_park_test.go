@@ -30,12 +30,20 @@ type parkServer struct {
 	feeds          chan *queue.Queue[string]
 	pumpEnds       atomic.Int64
 	pumpEndedQueue atomic.Int64
+	// The OnPark hooks a measuring middleware would register: parks
+	// counts their calls, hookEnds their ends, hookBytes the bytes the
+	// ends were told.
+	parks, hookEnds, hookBytes atomic.Int64
 }
 
 func newParkServer(t *testing.T) *parkServer {
 	t.Helper()
 	ps := &parkServer{hub: transport.NewHub(0), feeds: make(chan *queue.Queue[string], 100)}
 	ps.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(transport.OnPark(r.Context(), func() func(int64) {
+			ps.parks.Add(1)
+			return func(n int64) { ps.hookEnds.Add(1); ps.hookBytes.Add(n) }
+		}))
 		stream, err := ps.hub.Enter("t", nil)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -140,9 +148,17 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 	}
 	waitFor(t, "the closed connection's end", func() bool { return ps.ended.Load() == 1 && ps.pumpEnds.Load() == 1 })
 	_ = cls[1].CloseNow() // the peer leaves without a close
-	waitFor(t, "the left connection's end", func() bool { return ps.ended.Load() == 2 && ps.pumpEnds.Load() == 2 })
+	waitFor(t, "the left connection's end", func() bool {
+		return ps.ended.Load() == 2 && ps.pumpEnds.Load() == 2 && ps.hookEnds.Load() == 2
+	})
 	if ps.pumpEndedQueue.Load() != 2 {
 		t.Fatalf("%d pumps saw their queue end, want 2", ps.pumpEndedQueue.Load())
+	}
+	// Every connection parked once; the two that ended told their
+	// middleware's end, with what was written after the handshake
+	// ("echo:hi", "fed:x", "echo:again" and a close frame: at least 30 B each).
+	if ps.parks.Load() != n || ps.hookEnds.Load() != 2 || ps.hookBytes.Load() < 2*30 {
+		t.Fatalf("OnPark hooks: %d parks (want %d), %d ends (want 2), %d bytes", ps.parks.Load(), n, ps.hookEnds.Load(), ps.hookBytes.Load())
 	}
 }
 

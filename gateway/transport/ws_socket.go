@@ -37,6 +37,9 @@ type Socket struct {
 	closeSent bool // a close frame was written; guarded by wmu
 	closing   bool // the close handshake's read deadline is set; guarded by wmu
 
+	written int64     // bytes written; guarded by wmu
+	hooks   *parkHook // the request's OnPark hooks (nil: none)
+
 	gotClose atomic.Bool // the peer's close frame was read
 	sentAny  atomic.Bool // closeSent, readable without wmu
 	onPong   atomic.Pointer[func()]
@@ -111,7 +114,9 @@ func (s *Socket) writeLocked(b []byte, timeout time.Duration, closes bool) error
 		s.closeSent = true
 		s.sentAny.Store(true)
 	}
-	if _, err := s.nc.Write(b); err != nil {
+	n, err := s.nc.Write(b)
+	s.written += int64(n)
+	if err != nil {
 		// A frame may be cut: nothing can follow it. The reader returns.
 		s.closeSent = true
 		s.sentAny.Store(true)
@@ -123,6 +128,13 @@ func (s *Socket) writeLocked(b []byte, timeout time.Duration, closes bool) error
 		_ = s.nc.SetReadDeadline(time.Now().Add(closeWait))
 	}
 	return nil
+}
+
+// Written is the number of bytes written to the connection.
+func (s *Socket) Written() int64 {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.written
 }
 
 // writeClose writes a close frame unless one was written; reader's

@@ -66,7 +66,9 @@ func Upgrade(w http.ResponseWriter, r *http.Request, o UpgradeOptions) (*Socket,
 		b, _ := brw.Reader.Peek(n)
 		early = append([]byte(nil), b...)
 	}
-	return newSocket(nc, early, limit), nil
+	s := newSocket(nc, early, limit)
+	s.hooks, _ = r.Context().Value(parkHooksKey{}).(*parkHook)
+	return s, nil
 }
 
 func verifyHandshake(w http.ResponseWriter, r *http.Request) (int, error) {

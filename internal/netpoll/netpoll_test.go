@@ -52,14 +52,22 @@ func signal(ch chan struct{}) func() {
 	}
 }
 
-func TestPeerCloseFires(t *testing.T) {
-	p := newPoller(t)
-	srv, cli := pair(t)
-	fired := make(chan struct{}, 1)
+// watched is a new Poller watching the server side of a new connection:
+// fired receives a token each time the callback runs.
+func watched(t *testing.T) (p *netpoll.Poller, srv, cli net.Conn, h *netpoll.Handle, fired chan struct{}) {
+	t.Helper()
+	p = newPoller(t)
+	srv, cli = pair(t)
+	fired = make(chan struct{}, 1)
 	h, err := p.Add(srv.(syscall.Conn), signal(fired))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, srv, cli, h, fired
+}
+
+func TestPeerCloseFires(t *testing.T) {
+	p, srv, cli, h, fired := watched(t)
 	// the connection keeps working through net.Conn while watched
 	if _, err := srv.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
@@ -82,13 +90,7 @@ func TestPeerCloseFires(t *testing.T) {
 }
 
 func TestRearmFiresAgain(t *testing.T) {
-	p := newPoller(t)
-	srv, cli := pair(t)
-	fired := make(chan struct{}, 1)
-	h, err := p.Add(srv.(syscall.Conn), signal(fired))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, srv, cli, h, fired := watched(t)
 	buf := make([]byte, 1)
 	for i := range 3 {
 		if _, err := cli.Write([]byte{byte('a' + i)}); err != nil {

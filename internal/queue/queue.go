@@ -29,10 +29,10 @@ type Queue[T any] struct {
 	ready chan struct{} // holds a token when Next may have something new
 	room  chan struct{} // holds a token when a Next freed a slot of a full queue
 
-	mu    sync.Mutex
-	buf   []T // ring; len(buf) is the capacity allocated so far (≤ max); guarded by mu
-	head  int // guarded by mu
-	n     int // elements queued; guarded by mu
+	mu     sync.Mutex
+	buf    []T // ring; len(buf) is the capacity allocated so far (≤ max); guarded by mu
+	head   int // guarded by mu
+	n      int // elements queued; guarded by mu
 	ended  bool
 	notify func() // called where ready is signalled, when set; guarded by mu
 }
