@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -146,6 +147,7 @@ type Conn struct {
 	parked    bool           // guarded by life
 	noPark    bool           // reader only: parking failed once, do not retry
 	poll      *netpollHandle // guarded by life (set once when parking)
+	sc        syscall.Conn   // the parked socket's descriptor; set before poll
 	ends      []func(int64)  // the OnPark hooks' ends; set when parking
 	beatTimer *time.Timer    // guarded by life
 	endOnce   sync.Once

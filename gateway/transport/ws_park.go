@@ -98,6 +98,7 @@ func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
 	if c.wstop || c.ending {
 		return false, nil
 	}
+	c.sc = sc // before Add: the callback may run at once
 	h, err := p.Add(sc, c.wake)
 	if err != nil {
 		return false, err
@@ -113,8 +114,15 @@ func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
 }
 
 // wake is the poller's callback (it must not block): the peer sent
-// something, hung up or the socket failed; a reader runs.
-func (c *Conn) wake() { c.reading.kick(c, c.readParked) }
+// something, hung up or the socket failed. A peer that left with nothing
+// to read ends the connection at once; otherwise a reader runs.
+func (c *Conn) wake() {
+	if peerGone(c.sc) {
+		c.endParked()
+		return
+	}
+	c.reading.kick(c, c.readParked)
+}
 
 // readParked reads and handles one message of a parked connection, then
 // watches the socket again; the connection ends when reading does.
@@ -139,7 +147,10 @@ func (c *Conn) readParked() {
 func (c *Conn) endParked() {
 	c.endOnce.Do(func() {
 		end := func() {
-			if err := c.poll.Remove(); err != nil {
+			c.life.Lock() // watch sets poll under it, maybe after the callback ran
+			h := c.poll
+			c.life.Unlock()
+			if err := h.Remove(); err != nil {
 				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
 			}
 			c.cfg.Stream.h.releasePoller()
