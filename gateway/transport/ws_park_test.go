@@ -18,11 +18,11 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
-// parkServer serves connections admitted by hub that become Ready on
+// wsParkServer serves connections admitted by hub that become Ready on
 // their first message and then echo; each connection's Serve returning
 // (parked, or ended) and its Ended are counted. feed, when set, gets each
 // connection's pump queue: what is offered there is written.
-type parkServer struct {
+type wsParkServer struct {
 	url            string
 	handler        http.Handler
 	hub            *transport.Hub
@@ -36,9 +36,9 @@ type parkServer struct {
 	parks, hookEnds, hookBytes atomic.Int64
 }
 
-func newParkServer(t *testing.T) *parkServer {
+func newWSParkServer(t *testing.T) *wsParkServer {
 	t.Helper()
-	ps := &parkServer{hub: transport.NewHub(0), feeds: make(chan *queue.Queue[string], 100)}
+	ps := &wsParkServer{hub: transport.NewHub(0), feeds: make(chan *queue.Queue[string], 100)}
 	ps.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(transport.OnPark(r.Context(), func() func(int64) {
 			ps.parks.Add(1)
@@ -87,8 +87,8 @@ func newParkServer(t *testing.T) *parkServer {
 	return ps
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitUntil polls cond for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); {
 		if time.Now().After(deadline) {
@@ -104,7 +104,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // Ended and the pump's end included. Idle parked connections hold no
 // goroutine.
 func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
-	ps := newParkServer(t)
+	ps := newWSParkServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	before := runtime.NumGoroutine()
@@ -121,10 +121,10 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 			t.Fatalf("read %q, %v", b, err)
 		}
 	}
-	waitFor(t, "every Serve to return (parked)", func() bool { return ps.served.Load() == n })
+	waitUntil(t, "every Serve to return (parked)", func() bool { return ps.served.Load() == n })
 	// The clients' own goroutines (coder/websocket: none while not
 	// reading) and the poller's are what is left: not one per connection.
-	waitFor(t, "the parked connections' goroutines to leave", func() bool { return runtime.NumGoroutine()-before < n })
+	waitUntil(t, "the parked connections' goroutines to leave", func() bool { return runtime.NumGoroutine()-before < n })
 	for i, cl := range cls {
 		feeds[i].Offer("x")
 		if _, b, err := cl.Read(ctx); err != nil || string(b) != "fed:x" {
@@ -146,9 +146,9 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 	if _, _, err := cls[0].Read(ctx); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
 		t.Fatalf("after bye: %v, want close 1000", err)
 	}
-	waitFor(t, "the closed connection's end", func() bool { return ps.ended.Load() == 1 && ps.pumpEnds.Load() == 1 })
+	waitUntil(t, "the closed connection's end", func() bool { return ps.ended.Load() == 1 && ps.pumpEnds.Load() == 1 })
 	_ = cls[1].CloseNow() // the peer leaves without a close
-	waitFor(t, "the left connection's end", func() bool {
+	waitUntil(t, "the left connection's end", func() bool {
 		return ps.ended.Load() == 2 && ps.pumpEnds.Load() == 2 && ps.hookEnds.Load() == 2
 	})
 	if ps.pumpEndedQueue.Load() != 2 {
@@ -165,7 +165,7 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 // The Hub's Shutdown ends parked connections with their last words and
 // waits for them.
 func TestHubShutdownEndsParkedConns(t *testing.T) {
-	ps := newParkServer(t)
+	ps := newWSParkServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const n = 5
@@ -180,7 +180,7 @@ func TestHubShutdownEndsParkedConns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "every Serve to return (parked)", func() bool { return ps.served.Load() == n })
+	waitUntil(t, "every Serve to return (parked)", func() bool { return ps.served.Load() == n })
 	closed := make(chan websocket.StatusCode, n)
 	for _, cl := range cls {
 		go func() {
@@ -205,7 +205,7 @@ func TestHubShutdownEndsParkedConns(t *testing.T) {
 // closed: with a cap of one, a second client is refused while the first
 // is parked, and admitted once it has left.
 func TestParkedConnStaysCounted(t *testing.T) {
-	ps := newParkServer(t) // for its handler
+	ps := newWSParkServer(t) // for its handler
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestParkedConnStaysCounted(t *testing.T) {
 	if _, _, err := first.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first connection to park", func() bool { return ps.served.Load() == 1 })
+	waitUntil(t, "the first connection to park", func() bool { return ps.served.Load() == 1 })
 	if lim.Open() != 1 {
 		t.Fatalf("%d connections counted while one is parked, want 1", lim.Open())
 	}
@@ -235,7 +235,7 @@ func TestParkedConnStaysCounted(t *testing.T) {
 		t.Fatalf("second connection over the cap: %v, want 503", err)
 	}
 	_ = first.CloseNow()
-	waitFor(t, "the parked connection's slot", func() bool { return lim.Open() == 0 })
+	waitUntil(t, "the parked connection's slot", func() bool { return lim.Open() == 0 })
 	dial(t, url)
 	<-ps.feeds
 }
