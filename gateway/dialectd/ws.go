@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -135,18 +134,18 @@ func (h *WSHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer stream.Leave()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{
 		Subprotocols:   []string{WSSubprotocol},
 		OriginPatterns: h.cfg.OriginPatterns,
+		ReadLimit:      int64(h.cfg.MaxMessageBytes),
 	})
 	if err != nil {
-		return // Accept wrote the response
+		stream.Leave()
+		return // Upgrade wrote the response
 	}
-	ws.SetReadLimit(int64(h.cfg.MaxMessageBytes))
-	c := newWSConn(h, ws, tn)
+	c := newWSConn(h, ws, tn, stream)
 	stream.OnShutdown(c.goAway)
-	c.serve()
+	c.serve() // returns early when the connection parks; its end calls stream.Leave
 }
 
 // Shutdown shuts the handler's Hub down: new connections are refused,

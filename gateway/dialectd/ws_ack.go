@@ -13,6 +13,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // close ends the subscription's engine side; an at_least_once one commits
@@ -141,9 +142,9 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 // event.dead_lettered.
 func (c *wsConn) pumpAck(s *wsSub) {
 	var last []byte // cursor of the last queued delivery
-	for d := range s.dur.Deliveries().All() {
+	transport.Pump(c.conn, s.dur.Deliveries(), func(d engine.DurableDelivery) bool {
 		if s.cancelled.Load() {
-			return
+			return false
 		}
 		var msgs [][]byte
 		var err error
@@ -170,7 +171,8 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		}
 		if err != nil {
 			c.log.Error().Err(err).Str("subscription_id", s.id).Msg("dialectd: websocket encode")
-			break
+			c.ended(s, string(last))
+			return false
 		}
 		for i, m := range msgs {
 			queued := false
@@ -180,11 +182,16 @@ func (c *wsConn) pumpAck(s *wsSub) {
 				queued = c.push(m)
 			}
 			if !queued {
-				return
+				return false
 			}
 		}
-	}
-	c.ended(s, string(last))
+		return true
+	}, func(ended bool) {
+		if ended {
+			c.ended(s, string(last))
+		}
+		close(s.done)
+	})
 }
 
 func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, []byte, error) {

@@ -46,7 +46,9 @@ type wsConn struct {
 	subs   map[string]*wsSub // live subscriptions by id; guarded by subsMu
 }
 
-func newWSConn(h *WSHandler, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
+// newWSConn serves ws for tn; stream (nil in tests that never serve) is
+// its admission, left when the connection has ended.
+func newWSConn(h *WSHandler, ws *transport.Socket, tn tenant.Tenant, stream *transport.Stream) *wsConn {
 	c := &wsConn{
 		h: h, tenant: tn,
 		log:  h.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "ws").Logger(),
@@ -64,18 +66,22 @@ func newWSConn(h *WSHandler, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
 	c.conn = transport.NewConn(ws, transport.WSConfig{
 		Outbound: h.cfg.Outbound, WriteTimeout: h.cfg.WriteTimeout, HandshakeTimeout: h.cfg.SetupTimeout,
 		Heartbeat: hb, Logger: c.log, Written: tracing.EndWritten,
+		Stream: stream, Ended: func() {
+			c.log.Debug().Str("session_id", c.sessionID).Uint64("published", c.published).
+				Uint64("acks", c.acks).Uint64("nacks", c.nacks).Msg("dialectd: websocket session ended")
+			if stream != nil {
+				stream.Leave()
+			}
+		},
 	})
 	c.ctx = c.conn.Context()
 	return c
 }
 
-// serve runs the connection until it ends, then ends every subscription and
-// joins every goroutine.
-func (c *wsConn) serve() {
-	c.conn.Serve(c.receive, c.endSubs)
-	c.log.Debug().Str("session_id", c.sessionID).Uint64("published", c.published).
-		Uint64("acks", c.acks).Uint64("nacks", c.nacks).Msg("dialectd: websocket session ended")
-}
+// serve runs the connection until it ends or parks (transport.Conn.Serve);
+// at its end every subscription ends, every goroutine is joined and the
+// session's summary is logged.
+func (c *wsConn) serve() { c.conn.Serve(c.receive, c.endSubs) }
 
 // receive handles one message; false ends the read loop (the close frame
 // is queued).

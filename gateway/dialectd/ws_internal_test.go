@@ -54,7 +54,7 @@ func FuzzWSHandle(f *testing.F) {
 	}
 	h := wsTestHandler(f, WSConfig{Heartbeat: -1, Outbound: 64, MaxSubscriptions: 4})
 	f.Fuzz(func(t *testing.T, opened bool, msg []byte) {
-		c := newWSConn(h, nil, wsTestTenant)
+		c := newWSConn(h, nil, wsTestTenant, nil)
 		defer func() {
 			c.endSubs()
 			c.conn.Stop()

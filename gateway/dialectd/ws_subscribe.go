@@ -14,6 +14,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // wsSub is one live subscription of a connection.
@@ -89,7 +90,7 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	c.subsMu.Unlock()
 	// Queued before the pump starts, so it precedes every delivery.
 	ok := c.reply("subscription.created", attrs.ID, created)
-	c.conn.Go(func() { c.pump(s) })
+	c.pump(s)
 	return ok
 }
 
@@ -227,27 +228,28 @@ func (c *wsConn) endSubs() {
 }
 
 // pump moves a subscription's deliveries to the outbound queue until the
-// subscription ends or the connection does. A subscription that ends on its
-// own (engine closed, a Kafka error, an undecodable stored event) is announced with subscription.expired.
+// subscription ends or the connection does, on a goroutine that runs only
+// while deliveries wait (transport.Pump: an idle subscription holds none).
+// A subscription that ends on its own (engine closed, a Kafka error, an
+// undecodable stored event) is announced with subscription.expired.
 func (c *wsConn) pump(s *wsSub) {
-	defer close(s.done)
 	if s.dur != nil {
 		c.pumpAck(s)
 		return
 	}
 	var last []byte // cursor of the last queued delivery
-	for d := range s.sub.Deliveries().All() {
+	transport.Pump(c.conn, s.sub.Deliveries(), func(d engine.Delivery) bool {
 		if s.cancelled.Load() {
-			return
+			return false
 		}
 		msg, cur, err := c.encodeDelivery(s, d)
 		if err != nil {
 			c.log.Error().Err(err).Str("subscription_id", s.id).Msg("dialectd: websocket encode")
-			break // end it visibly rather than skip an event
-
+			c.ended(s, string(last)) // end it visibly rather than skip an event
+			return false
 		}
 		if msg == nil {
-			continue
+			return true
 		}
 		queued := false
 		if d.Event != nil {
@@ -255,12 +257,16 @@ func (c *wsConn) pump(s *wsSub) {
 		} else {
 			queued = c.push(msg) // a marker
 		}
-		if !queued {
-			return
+		if queued {
+			last = append(last[:0], cur...)
 		}
-		last = append(last[:0], cur...)
-	}
-	c.ended(s, string(last))
+		return queued
+	}, func(ended bool) {
+		if ended {
+			c.ended(s, string(last))
+		}
+		close(s.done)
+	})
 }
 
 // ended announces a subscription that ended on its own with

@@ -25,19 +25,18 @@ func (rl *Relay) serveWS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer stream.Leave()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: rl.cfg.OriginPatterns})
-	if err != nil {
-		return // Accept wrote the HTTP error
-	}
 	limit := int64(rl.cfg.Limits.MaxEventBytes)
 	if limit <= 0 {
 		limit = 1 << 20
 	}
-	ws.SetReadLimit(limit + 64<<10)
-	c := newWSConn(rl, ws, tn)
+	ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{OriginPatterns: rl.cfg.OriginPatterns, ReadLimit: limit + 64<<10})
+	if err != nil {
+		stream.Leave()
+		return // Upgrade wrote the HTTP error
+	}
+	c := newWSConn(rl, ws, tn, stream)
 	stream.OnShutdown(c.shutdown)
-	c.serve()
+	c.serve() // returns early when the connection parks; its end calls stream.Leave
 }
 
 // delivered is the bookkeeping of an event frame: subscription sub
@@ -52,12 +51,14 @@ type (
 
 // wsConn is one WebSocket connection, served by a transport.Conn.
 //
-// Goroutines: the handler's goroutine reads (serve, readLoop and the frame
+// Goroutines: the reader (the handler's goroutine until the connection
+// parks after hello, then one per frame read; serve, readLoop and the frame
 // handlers; the hello state is its alone); the transport's writer drains
-// the bounded outbound queue, pings and tracks the positions delivered
-// (written, closingFrame: writer only); one pump per subscription (a
-// worker of the transport.Conn) moves deliveries into the queue. serve
-// joins them all before it returns. A pump that finds the queue full
+// the bounded outbound queue and tracks the positions delivered (written,
+// closingFrame: writer only); each subscription's pump (a worker of the
+// transport.Conn while it starts, then a transport.Pump that runs only
+// while deliveries wait) moves deliveries into the queue. The connection's
+// end joins them all. A pump that finds the queue full
 // waits, its subscription's queue fills, and the engine moves it back to
 // reading Kafka (lossless): nothing is dropped.
 type wsConn struct {
@@ -85,7 +86,9 @@ type wsConn struct {
 	subs   map[string]*wsSub // guarded by subsMu
 }
 
-func newWSConn(rl *Relay, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
+// newWSConn serves ws for tn; stream is its admission, left when the
+// connection has ended.
+func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant, stream *transport.Stream) *wsConn {
 	c := &wsConn{
 		rl: rl, tenant: tn,
 		log:       rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger(),
@@ -105,13 +108,15 @@ func newWSConn(rl *Relay, ws *websocket.Conn, tn tenant.Tenant) *wsConn {
 		Closing: c.closingFrame,
 		Written: c.written,
 		Logger:  c.log,
+		Stream:  stream,
+		Ended:   stream.Leave,
 	})
 	c.ctx = c.conn.Context()
 	return c
 }
 
-// serve runs the connection until it ends, then stops every subscription
-// and joins every goroutine.
+// serve runs the connection until it ends or parks (transport.Conn.Serve);
+// at its end every subscription stops and every goroutine is joined.
 func (c *wsConn) serve() {
 	c.conn.Serve(c.receive, func() {
 		c.stopSubs()

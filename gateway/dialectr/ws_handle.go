@@ -112,6 +112,7 @@ func (c *wsConn) hello(f *inFrame) bool {
 		Identity:     map[string]string{"agent": "aep-gateway"},
 		Capabilities: c.rl.Capabilities(),
 	}))
+	c.conn.Ready() // hello done: the connection may park between frames
 	c.conn.StartHeartbeat()
 	return true
 }

@@ -129,15 +129,18 @@ func (c *wsConn) forgetSub(s *wsSub) {
 	c.subsMu.Unlock()
 }
 
-// pump resolves the subscription's positions, subscribes, answers
-// subscribed and any replay-exhausted frames, then moves deliveries into
-// the outbound queue until the subscription or the connection ends.
+// pump resolves the subscription's positions, subscribes and answers
+// subscribed (a worker of the connection, for as long as that takes), then
+// hands the deliveries to transport.Pump: from there the subscription
+// holds a goroutine only while deliveries wait. Ending ctx (unsubscribe,
+// the connection's end) closes the engine subscription, which ends the
+// pump; s.done is closed when it has stopped.
 func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
-	defer close(s.done)
 	c.rl.startIndex(ctx, c.tenant.String())
 	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all, false)
 	if err != nil {
 		c.startFailed(ctx, s, err)
+		close(s.done)
 		return
 	}
 	sub, err := c.rl.cfg.Engine.Subscribe(ctx, engine.Request{
@@ -145,50 +148,52 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	})
 	if err != nil {
 		c.startFailed(ctx, s, err)
+		close(s.done)
 		return
 	}
-	defer sub.Close()
 	if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
+		sub.Close()
+		close(s.done)
 		return
 	}
+	unhook := context.AfterFunc(ctx, sub.Close)
 	gate := pl.gate
 	var items []gateItem
-	for {
-		d, ok := sub.Deliveries().Recv(ctx)
+	transport.Pump(c.conn, sub.Deliveries(), func(d engine.Delivery) bool {
 		if ctx.Err() != nil {
-			return
-		}
-		if !ok {
-			// The engine closed or the catch-up failed: the subscription
-			// cannot go on. Close so the client resumes from its positions.
-			if err := sub.Err(); errors.Is(err, engine.ErrClosed) {
-				c.closeNow(websocket.StatusGoingAway, "the relay is shutting down; resume from your positions")
-				return
-			} else if err != nil {
-				c.log.Warn().Err(err).Str("sub", s.id).Msg("dialectr: subscription ended")
-			}
-			c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
-			return
+			return false
 		}
 		if d.CaughtUp() {
 			if gate != nil {
 				items = gate.flush(items[:0])
 				gate = nil
-				if !c.sendItems(ctx, s.id, sp.ceiling, items) {
-					return
-				}
+				return c.sendItems(ctx, s.id, sp.ceiling, items)
 			}
-			continue
+			return true
 		}
 		if gate == nil {
 			items = append(items[:0], gateItem{ev: d.Event})
 		} else {
 			items = gate.offer(d.Event, items[:0])
 		}
-		if !c.sendItems(ctx, s.id, sp.ceiling, items) {
-			return
+		return c.sendItems(ctx, s.id, sp.ceiling, items)
+	}, func(ended bool) {
+		if ended && ctx.Err() == nil {
+			// The engine closed or the catch-up failed: the subscription
+			// cannot go on. Close so the client resumes from its positions.
+			if err := sub.Err(); errors.Is(err, engine.ErrClosed) {
+				c.closeNow(websocket.StatusGoingAway, "the relay is shutting down; resume from your positions")
+			} else {
+				if err != nil {
+					c.log.Warn().Err(err).Str("sub", s.id).Msg("dialectr: subscription ended")
+				}
+				c.closeNow(websocket.StatusTryAgainLater, "subscription "+s.id+" ended; resume from your positions")
+			}
 		}
-	}
+		unhook()
+		sub.Close()
+		close(s.done)
+	})
 }
 
 // sendItems queues what a gate let out: replay-exhausted frames echoing

@@ -3,12 +3,16 @@ package transport
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
 // WSConfig configures a Conn. Zero fields mean the defaults named.
@@ -36,7 +40,22 @@ type WSConfig struct {
 	// Item has a Meta was written, with that Meta (a binding's bookkeeping
 	// of what reached the socket). It runs in the writer.
 	Written func(meta any)
-	Logger  zerolog.Logger
+	// Stream, when set, is the connection's admission in a Hub. Once the
+	// connection is Ready and has nothing left to read, it parks on the
+	// Hub's poller (unless the Hub's parking is off, the platform has no
+	// poller, or the connection has no descriptor, e.g. TLS): Serve
+	// returns, the handler's goroutine leaves, and the connection holds no
+	// goroutine until the peer sends (a reader runs for that message),
+	// something is queued (a writer runs until the queue is empty) or a
+	// heartbeat timer fires. The Hub's Shutdown ends it like any stream
+	// (its OnShutdown), and waits for it through Ended.
+	Stream *Stream
+	// Ended, when set, runs once when the connection has ended, its
+	// socket is closed and every goroutine of it was joined: before Serve
+	// returns, or on the goroutine that ended a parked connection. The
+	// binding's last bookkeeping goes there (Stream.Leave).
+	Ended  func()
+	Logger zerolog.Logger
 }
 
 // Heartbeat is a connection's liveness check. With Frame nil the
@@ -85,18 +104,21 @@ func closeItem(msg []byte, status websocket.StatusCode, reason string) Item {
 	return Item{Msg: msg, end: &closeFrame{status: status, reason: reason}}
 }
 
-// Conn is one WebSocket connection as every binding serves it: the reader
-// is the caller's goroutine (Serve), one writer drains a bounded outbound
-// queue with per-write deadlines, an optional heartbeat timer, and the binding's
-// own workers started with Go. Serve joins them all before it returns.
+// Conn is one WebSocket connection as every binding serves it: a reader
+// (the caller's goroutine in Serve, or once parked a goroutine per message
+// read), a writer that runs while the bounded outbound queue (allocated as
+// it fills) holds something, writing what is queued as one buffer of
+// frames with one write under one deadline, heartbeat timers, and the
+// binding's own workers (Go, Pump). Every one of them is joined before
+// the connection's Ended runs.
 type Conn struct {
-	ws  *websocket.Conn
+	ws  *Socket
 	cfg WSConfig
 	log zerolog.Logger
 
 	ctx    context.Context // ends every goroutine of the connection
 	cancel context.CancelFunc
-	out    chan Item
+	out    *queue.Queue[Item]
 	// urgent carries a close that skips the queue (shutdown, timeouts).
 	urgent    chan Item
 	urgentOne sync.Once
@@ -106,59 +128,98 @@ type Conn struct {
 	beating     atomic.Bool  // StartHeartbeat called
 	lastRead    atomic.Int64 // UnixNano of the last message read
 	closeQueued atomic.Bool
+	serving     atomic.Bool // Serve started: the writer may run
 	workers     sync.WaitGroup
-	writerDone  chan struct{}
-	beatOnce    sync.Once
 
-	// The protocol-ping heartbeat is a timer, not a goroutine: an idle
-	// connection holds no pinger; a ping's goroutine (the timer's) lives
-	// for its round trip and counts as a worker.
-	pingMu    sync.Mutex
-	pingTimer *time.Timer // guarded by pingMu
-	pingEnded bool        // no ping starts any more; guarded by pingMu
+	w        wsWriter // the writer's state; writer only
+	writing  demand
+	wstopped chan struct{} // closed when the writer stopped for good
+	handle   func(websocket.MessageType, []byte) bool
+	onEnd    func()
+	reading  demand // a parked connection's reader
+
+	// life guards the connection's lifecycle: goroutines start (spawn)
+	// only before ending; the writer's stop and parking are decided under
+	// it so that a parked connection whose writer stops is always ended.
+	life      sync.Mutex
+	ending    bool           // guarded by life
+	wstop     bool           // guarded by life
+	parked    bool           // guarded by life
+	noPark    bool           // reader only: parking failed once, do not retry
+	poll      *netpollHandle // guarded by life (set once when parking)
+	sc        syscall.Conn   // the parked socket's descriptor; set before poll
+	ends      []func(int64)  // the OnPark hooks' ends; set when parking
+	beatTimer *time.Timer    // guarded by life
+	endOnce   sync.Once
+
+	// Heartbeat state: pingSent is the UnixNano of the protocol ping not
+	// yet answered (0: none; the pong's reader clears it); lastSeen and
+	// quietTicks belong to the frame heartbeat's timer (one run at a time).
+	pingSent   atomic.Int64
+	lastSeen   int64
+	quietTicks int
 }
 
-// NewConn wraps an accepted WebSocket. Serve runs it.
-func NewConn(ws *websocket.Conn, cfg WSConfig) *Conn {
+// NewConn wraps an upgraded WebSocket. Serve runs it. ws may be nil for a
+// Conn that is never served (tests of a binding's message handling).
+func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
+	c := &Conn{
 		ws: ws, cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		out: make(chan Item, cfg.Outbound), urgent: make(chan Item, 1), writerDone: make(chan struct{}),
+		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), wstopped: make(chan struct{}),
 	}
+	c.w.c = c
+	if ws != nil {
+		ws.OnPong(func() { c.pingSent.Store(0) })
+	}
+	return c
 }
 
-// Context ends when the connection ends (the writer stopped, or Serve is
-// returning); workers watch it.
+// Context ends when the connection ends (the writer stopped, or the
+// connection is ending); workers watch it.
 func (c *Conn) Context() context.Context { return c.ctx }
 
 // Ready ends the handshake: reads are no longer bounded by
-// HandshakeTimeout.
+// HandshakeTimeout, and the connection may park.
 func (c *Conn) Ready() { c.ready.Store(true) }
 
 // StartHeartbeat starts the heartbeat (after the dialect's handshake, so
 // that the first ping follows the server's greeting). Idempotent.
 func (c *Conn) StartHeartbeat() {
-	c.beatOnce.Do(func() {
-		c.beating.Store(true)
-		if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame == nil {
-			c.pingMu.Lock()
-			if !c.pingEnded {
-				c.pingTimer = time.AfterFunc(hb.Every, c.ping)
-			}
-			c.pingMu.Unlock()
-		}
-	})
+	if c.beating.Swap(true) {
+		return
+	}
+	if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame == nil {
+		c.armBeat(hb.Every, c.ping)
+	}
 }
 
-// Go runs f as a worker of the connection: Serve waits for it before it
-// returns. f must return once Context ends.
+// Go runs f as a worker of the connection: the connection's end waits for
+// it. f must return once Context ends. Call it from the reader or another
+// worker.
 func (c *Conn) Go(f func()) {
 	c.workers.Add(1)
 	go func() {
 		defer c.workers.Done()
 		f()
 	}()
+}
+
+// spawn runs f as a worker unless the connection is ending; false when it
+// did not.
+func (c *Conn) spawn(f func()) bool {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.ending {
+		return false
+	}
+	c.workers.Add(1)
+	go func() {
+		defer c.workers.Done()
+		f()
+	}()
+	return true
 }
 
 // Send queues msg, waiting for room; false when the connection is ending.
@@ -168,14 +229,10 @@ func (c *Conn) Send(msg []byte) bool { return c.SendCtx(c.ctx, Item{Msg: msg}) }
 // ends first (a subscription's pump passes its own context, so that
 // stopping the subscription never waits for the writer).
 func (c *Conn) SendCtx(ctx context.Context, it Item) bool {
-	select {
-	case c.out <- it:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-c.ctx.Done():
+	if c.ctx.Err() != nil {
 		return false
 	}
+	return c.out.Push(ctx, it) == nil
 }
 
 // Close queues a close frame (after WSConfig.Closing's message) behind
@@ -189,169 +246,128 @@ func (c *Conn) Close(status websocket.StatusCode, reason string) {
 // at once, ahead of the queue, when there is not; safe from any goroutine
 // (shutdown: what is queued still goes out when it can).
 func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string) {
-	select {
-	case c.out <- closeItem(msg, status, reason):
+	if c.out.Offer(closeItem(msg, status, reason)) {
 		c.closeQueued.Store(true)
-	default:
-		c.CloseNow(status, reason)
+		return
 	}
+	c.CloseNow(status, reason)
 }
 
 // CloseNow closes ahead of the queue (after WSConfig.Closing's message);
 // safe from any goroutine, effective once.
 func (c *Conn) CloseNow(status websocket.StatusCode, reason string) {
+	c.closeUrgent(closeItem(nil, status, reason))
+}
+
+// closeUrgent queues it ahead of the queue (once) and wakes the writer.
+func (c *Conn) closeUrgent(it Item) {
 	c.urgentOne.Do(func() {
 		c.urgentSet.Store(true)
-		c.urgent <- closeItem(nil, status, reason)
+		c.urgent <- it
 	})
+	c.kickWriter()
 }
 
-// Serve runs the connection: it starts the writer, reads messages and
-// hands each to handle until the connection ends or handle returns false
-// (after queueing a close), then calls onEnd (the binding stops its
-// subscriptions), stops the writer once what is queued is written, and
-// joins every goroutine of the connection.
+// Serve runs the connection: it reads messages and hands each to handle
+// until the connection ends or handle returns false (after queueing a
+// close), then calls onEnd (the binding stops its subscriptions), lets
+// the writer write what is queued up to the close, joins every goroutine
+// of the connection, ends the close handshake and runs WSConfig.Ended.
+// A connection that parks (WSConfig.Stream) makes Serve return at once;
+// the same end then runs on the goroutine that ends it.
 func (c *Conn) Serve(handle func(typ websocket.MessageType, data []byte) bool, onEnd func()) {
-	c.lastRead.Store(time.Now().UnixNano())
-	go c.writer()
-	c.readLoop(handle)
-	if onEnd != nil {
-		onEnd()
+	c.handle, c.onEnd = handle, onEnd
+	now := time.Now().UnixNano()
+	c.lastRead.Store(now)
+	c.lastSeen = now
+	c.serving.Store(true)
+	c.out.OnReady(c.kickWriter)
+	c.kickWriter() // a close queued before Serve
+	if hb := c.cfg.Heartbeat; hb.Every > 0 && hb.Frame != nil {
+		c.armBeat(hb.Every, c.beat)
 	}
-	select {
-	case <-c.writerDone: // the writer closed the connection
-	default:
-		if !c.closeQueued.Load() && !c.urgentSet.Load() {
-			c.cancel() // the peer left: nothing more to say
-		}
+	if c.readLoop() {
+		return // parked: the connection ends elsewhere
 	}
-	<-c.writerDone
-	c.cancel()
-	c.endPings()
-	c.workers.Wait()
-	_ = c.ws.CloseNow()
+	c.shut()
 }
 
-func (c *Conn) readLoop(handle func(websocket.MessageType, []byte) bool) {
+// readLoop reads until the connection ends (false) or parks (true).
+func (c *Conn) readLoop() (parked bool) {
+	bounded := false
 	for {
-		ctx, cancel := c.ctx, context.CancelFunc(func() {})
 		if t := c.cfg.HandshakeTimeout; t > 0 && !c.ready.Load() {
-			ctx, cancel = context.WithTimeout(c.ctx, t)
+			c.ws.SetReadDeadline(time.Now().Add(t))
+			bounded = true
+		} else if bounded {
+			c.ws.SetReadDeadline(time.Time{})
+			bounded = false
 		}
-		typ, data, err := c.ws.Read(ctx)
-		cancel()
-		if err != nil {
-			if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				c.log.Debug().Err(err).Msg("transport: websocket read")
-			}
-			return
-		}
-		c.lastRead.Store(time.Now().UnixNano())
-		if !handle(typ, data) {
-			return
-		}
-	}
-}
-
-// writer writes queued items in order, runs the frame heartbeat, and on a
-// close item writes the closing message and closes. It cancels the
-// connection's context when it stops.
-func (c *Conn) writer() {
-	defer close(c.writerDone)
-	defer c.cancel()
-	var tick <-chan time.Time
-	hb := c.cfg.Heartbeat
-	if hb.Every > 0 && hb.Frame != nil {
-		t := time.NewTicker(hb.Every)
-		defer t.Stop()
-		tick = t.C
-	}
-	var lastSeen int64 // lastRead at the previous tick
-	quietTicks := 0
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case it := <-c.urgent:
-			c.closeWith(it)
-			return
-		case now := <-tick:
-			if lr := c.lastRead.Load(); lr != lastSeen {
-				lastSeen, quietTicks = lr, 0
-			}
-			quietTicks++
-			if silent := now.Sub(time.Unix(0, lastSeen)); silent > 3*hb.Every && quietTicks >= 3 {
-				c.closeWith(c.timeoutItem(silent))
-				return
-			}
-			if c.beating.Load() && !c.write(hb.Frame()) {
-				return
-			}
-		case it := <-c.out:
-			if !c.writeRun(it) {
-				return
-			}
-		}
-	}
-}
-
-// maxRun is the most queued messages written under one deadline.
-const maxRun = 64
-
-// writeRun writes it and then, under the same deadline (one timer for the
-// run instead of one per message), what else is queued, up to maxRun
-// messages; an urgent close waiting ends the run. False when the writer
-// must stop (a write failed or a close was written).
-func (c *Conn) writeRun(it Item) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	for n := 1; ; n++ {
-		if len(it.Msg) > 0 {
-			if err := c.ws.Write(ctx, websocket.MessageText, it.Msg); err != nil {
-				c.log.Debug().Err(err).Msg("transport: websocket write")
-				return false
-			}
-			if it.Meta != nil && c.cfg.Written != nil {
-				c.cfg.Written(it.Meta)
-			}
-		}
-		if it.end != nil {
-			c.closeWith(Item{end: it.end})
+		if !c.readOne() {
 			return false
 		}
-		if n == maxRun || len(c.urgent) > 0 {
-			return true
+		if bounded && c.ready.Load() {
+			c.ws.SetReadDeadline(time.Time{})
+			bounded = false
 		}
-		select {
-		case it = <-c.out:
-		default:
+		if !bounded && c.park() {
 			return true
 		}
 	}
 }
 
-func (c *Conn) write(b []byte) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.WriteTimeout)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		c.log.Debug().Err(err).Msg("transport: websocket write")
+// readOne reads one message and hands it over; false when the reading
+// ends.
+func (c *Conn) readOne() bool {
+	typ, data, err := c.ws.ReadMessage()
+	if err != nil {
+		if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+			c.log.Debug().Err(err).Msg("transport: websocket read")
+		}
 		return false
 	}
-	return true
+	c.lastRead.Store(time.Now().UnixNano())
+	return c.handle(typ, data)
 }
 
-// closeWith writes it.Msg, the Closing message, and the close frame.
-// Writer only.
-func (c *Conn) closeWith(it Item) {
-	if len(it.Msg) > 0 && !c.write(it.Msg) {
+// shut ends the connection once its reader has stopped: onEnd, the
+// writer's last words (a queued close) or its stop (the peer left:
+// nothing more to say), then no goroutine starts any more, every one is
+// joined, the close handshake ends and Ended runs. Once.
+func (c *Conn) shut() {
+	if c.onEnd != nil {
+		c.onEnd()
+	}
+	if !c.closeQueued.Load() && !c.urgentSet.Load() {
+		c.stopWriter()
+	}
+	<-c.wstopped
+	c.join()
+	c.ws.Finish()
+	if c.cfg.Ended != nil {
+		c.cfg.Ended()
+	}
+}
+
+// stopWriter stops the writer for good (a close was written, a write
+// failed and closed the socket, or the reader has stopped): the context
+// ends, the queue ends (senders waiting for room return), and a parked
+// connection is ended.
+func (c *Conn) stopWriter() {
+	c.life.Lock()
+	if c.wstop {
+		c.life.Unlock()
 		return
 	}
-	if c.cfg.Closing != nil {
-		if m := c.cfg.Closing(it.end.reason); len(m) > 0 && !c.write(m) {
-			return
-		}
+	c.wstop = true
+	parked := c.parked
+	c.life.Unlock()
+	c.cancel()
+	c.out.End()
+	close(c.wstopped)
+	if parked {
+		c.endParked()
 	}
-	_ = c.ws.Close(it.end.status, truncReason(it.end.reason))
 }
 
 func (c *Conn) timeoutItem(silent time.Duration) Item {
@@ -361,46 +377,86 @@ func (c *Conn) timeoutItem(silent time.Duration) Item {
 	return closeItem(nil, websocket.StatusPolicyViolation, "no frame for "+silent.Round(time.Millisecond).String())
 }
 
-// ping sends one protocol ping (the heartbeat timer's goroutine) and
-// arms the timer for the next; a peer that does not answer within three
-// periods is timed out: its timeout message and close are queued behind
-// what is queued.
-func (c *Conn) ping() {
-	c.pingMu.Lock()
-	if c.pingEnded {
-		c.pingMu.Unlock()
+// armBeat starts the heartbeat timer running f after d, unless the
+// connection is ending. f runs as a worker and re-arms it with rearmBeat.
+func (c *Conn) armBeat(d time.Duration, f func()) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.ending {
+		return
+	}
+	c.beatTimer = time.AfterFunc(d, func() {
+		c.spawnInline(f)
+	})
+}
+
+// spawnInline runs f on the calling goroutine (a timer's) as a worker,
+// unless the connection is ending.
+func (c *Conn) spawnInline(f func()) {
+	c.life.Lock()
+	if c.ending {
+		c.life.Unlock()
 		return
 	}
 	c.workers.Add(1)
-	c.pingMu.Unlock()
+	c.life.Unlock()
 	defer c.workers.Done()
-	every := c.cfg.Heartbeat.Every
-	ctx, cancel := context.WithTimeout(c.ctx, 3*every)
-	err := c.ws.Ping(ctx)
-	cancel()
-	if err == nil {
-		c.pingMu.Lock()
-		if !c.pingEnded {
-			c.pingTimer.Reset(every)
-		}
-		c.pingMu.Unlock()
-		return
-	}
-	if c.ctx.Err() == nil {
-		c.log.Info().Err(err).Msg("transport: websocket heartbeat timeout")
-		c.SendCtx(c.ctx, c.timeoutItem(3*every))
-	}
+	f()
 }
 
-// endPings stops the heartbeat timer; a ping already running is a worker
-// and is waited for with them.
-func (c *Conn) endPings() {
-	c.pingMu.Lock()
-	c.pingEnded = true
-	if c.pingTimer != nil {
-		c.pingTimer.Stop()
+// rearmBeat runs the heartbeat timer again after d.
+func (c *Conn) rearmBeat(d time.Duration) {
+	c.life.Lock()
+	if !c.ending {
+		c.beatTimer.Reset(d)
 	}
-	c.pingMu.Unlock()
+	c.life.Unlock()
+}
+
+// ping is the protocol heartbeat, every period: it times the peer out
+// when the last ping has gone unanswered for three periods (its timeout
+// message and close are queued behind what is queued), and otherwise
+// sends a ping when none is outstanding.
+func (c *Conn) ping() {
+	every := c.cfg.Heartbeat.Every
+	now := time.Now()
+	if sent := c.pingSent.Load(); sent != 0 {
+		if silent := now.Sub(time.Unix(0, sent)); silent >= 3*every {
+			c.log.Info().Dur("silent", silent).Msg("transport: websocket heartbeat timeout")
+			c.SendCtx(c.ctx, c.timeoutItem(3*every))
+			return
+		}
+	} else {
+		c.pingSent.Store(now.UnixNano())
+		if err := c.ws.Ping(c.cfg.WriteTimeout); err != nil {
+			return // the socket is closed: the reader returns
+		}
+	}
+	c.rearmBeat(every)
+}
+
+// beat is the frame heartbeat, every period from Serve on: a peer silent
+// for three periods (and three beats, so that a loaded machine never
+// times out a peer it did not ping) is closed ahead of the queue;
+// otherwise, once StartHeartbeat was called, the heartbeat frame is
+// written.
+func (c *Conn) beat() {
+	every := c.cfg.Heartbeat.Every
+	if lr := c.lastRead.Load(); lr != c.lastSeen {
+		c.lastSeen, c.quietTicks = lr, 0
+	}
+	c.quietTicks++
+	if silent := time.Since(time.Unix(0, c.lastSeen)); silent > 3*every && c.quietTicks >= 3 {
+		c.closeUrgent(c.timeoutItem(silent))
+		return
+	}
+	if c.beating.Load() {
+		var buf [128]byte
+		if err := c.ws.Write(AppendFrame(buf[:0], opText, c.cfg.Heartbeat.Frame()), c.cfg.WriteTimeout, false); err != nil {
+			return // the socket is closed: the reader returns
+		}
+	}
+	c.rearmBeat(every)
 }
 
 // truncReason keeps a close reason within the 123 bytes a close frame
@@ -424,19 +480,30 @@ func (c *Conn) CloseQueued() bool { return c.closeQueued.Load() }
 func (c *Conn) TakeQueued() []Item {
 	var out []Item
 	for {
-		select {
-		case it := <-c.out:
-			out = append(out, it)
-		default:
+		it, ok, _ := c.out.Next()
+		if !ok {
 			return out
 		}
+		out = append(out, it)
 	}
 }
 
 // Stop ends a Conn that is not served: it cancels its context and waits
 // for its workers.
 func (c *Conn) Stop() {
+	c.out.End()
+	c.join()
+}
+
+// join ends the context, lets no goroutine of the connection start any
+// more (the heartbeat timer stops) and waits for those running.
+func (c *Conn) join() {
 	c.cancel()
-	c.endPings()
+	c.life.Lock()
+	c.ending = true
+	if c.beatTimer != nil {
+		c.beatTimer.Stop()
+	}
+	c.life.Unlock()
 	c.workers.Wait()
 }

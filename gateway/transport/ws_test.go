@@ -21,7 +21,7 @@ func wsServer(t testing.TB, cfg transport.WSConfig, serve func(*transport.Conn) 
 	t.Helper()
 	done := make(chan struct{})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
+		ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{})
 		if err != nil {
 			return
 		}

@@ -1,0 +1,208 @@
+package transport
+
+import (
+	"context"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/aep-gateway/aep-gateway/internal/netpoll"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
+)
+
+type netpollHandle = netpoll.Handle
+
+// mayLinger reports whether ending the connection may wait on the peer:
+// for the write of a close (WriteTimeout) or for the peer's answer to it
+// (closeWait). Not when the peer's close was read, nor when no close was
+// or will be written (the peer left).
+func (c *Conn) mayLinger() bool {
+	if c.ws.gotClose.Load() {
+		return false
+	}
+	return c.closeQueued.Load() || c.urgentSet.Load() || c.ws.sentAny.Load()
+}
+
+// demand runs a function on a goroutine of a connection when kicked: at
+// most one at a time, once more when kicked while it runs, and no
+// goroutine while idle. The zero value is ready.
+type demand struct {
+	state atomic.Int32 // 0 idle, 1 running, 2 running and kicked again
+}
+
+// kick runs f (as a worker of c) unless it runs already; then it runs once
+// more when it returns. Nothing starts once c is ending.
+func (d *demand) kick(c *Conn, f func()) {
+	for {
+		switch d.state.Load() {
+		case 0:
+			if d.state.CompareAndSwap(0, 1) {
+				if !c.spawn(func() { d.loop(f) }) {
+					d.state.Store(0)
+				}
+				return
+			}
+		case 1:
+			if d.state.CompareAndSwap(1, 2) {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+func (d *demand) loop(f func()) {
+	for {
+		f()
+		if d.state.CompareAndSwap(1, 0) {
+			return
+		}
+		d.state.Store(1) // kicked while running: once more
+	}
+}
+
+// park hands the reading over to the Hub's poller when the connection is
+// Ready, parking is possible and nothing read is left in memory; true
+// when it did (Serve returns). Reader only.
+func (c *Conn) park() bool {
+	if c.noPark || c.cfg.Stream == nil || !c.ready.Load() || len(c.ws.early) > 0 {
+		return false
+	}
+	sc, ok := c.ws.nc.(syscall.Conn)
+	if !ok {
+		c.noPark = true
+		return false
+	}
+	hub := c.cfg.Stream.h
+	p := hub.acquirePoller()
+	if p == nil {
+		c.noPark = true
+		return false
+	}
+	parked, err := c.watch(p, sc)
+	if !parked {
+		hub.releasePoller()
+	}
+	if err != nil {
+		c.noPark = true
+		c.log.Debug().Err(err).Msg("transport: websocket not parked")
+	}
+	return parked
+}
+
+// watch adds the connection to p unless it is ending (then the reader sees
+// it through).
+func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.wstop || c.ending {
+		return false, nil
+	}
+	c.sc = sc // before Add: the callback may run at once
+	h, err := p.Add(sc, c.wake)
+	if err != nil {
+		return false, err
+	}
+	c.poll, c.parked = h, true
+	if c.ws.hooks != nil {
+		// The middleware that measures requests when their handler
+		// returns learns that this one parked (OnPark), and is told when
+		// it ends (endParked, after shut: it reads ends after this lock).
+		c.ends = runParkHooks(context.WithValue(context.Background(), parkHooksKey{}, c.ws.hooks))
+	}
+	return true, nil
+}
+
+// wake is the poller's callback (it must not block): the peer sent
+// something, hung up or the socket failed. A peer that left with nothing
+// to read ends the connection at once; otherwise a reader runs.
+func (c *Conn) wake() {
+	if peerGone(c.sc) {
+		c.endParked()
+		return
+	}
+	c.reading.kick(c, c.readParked)
+}
+
+// readParked reads and handles one message of a parked connection, then
+// watches the socket again; the connection ends when reading does.
+func (c *Conn) readParked() {
+	if !c.readOne() {
+		c.endParked()
+		return
+	}
+	if err := c.poll.Rearm(); err != nil {
+		c.log.Debug().Err(err).Msg("transport: websocket rearm")
+		c.endParked()
+	}
+}
+
+// endParked ends a parked connection (once): the poller stops watching
+// it, then shut. That runs on one of the Hub's few enders, so that
+// thousands of clients leaving at once cost a few goroutine stacks, not
+// thousands; a connection whose close handshake may still wait for the
+// peer (up to closeWait) ends on a goroutine of its own instead, so that
+// it never holds an ender. The Hub waits for either through the binding's
+// Ended (Stream.Leave).
+func (c *Conn) endParked() {
+	c.endOnce.Do(func() {
+		end := func() {
+			c.life.Lock() // watch sets poll under it, maybe after the callback ran
+			h := c.poll
+			c.life.Unlock()
+			if err := h.Remove(); err != nil {
+				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
+			}
+			c.cfg.Stream.h.releasePoller()
+			c.shut()
+			for _, end := range c.ends {
+				end(c.ws.Written())
+			}
+		}
+		if c.mayLinger() {
+			go end()
+			return
+		}
+		c.cfg.Stream.h.enders.do(end)
+	})
+}
+
+// Pump moves q's elements through each on a goroutine of c that runs only
+// while q holds elements (a subscription's pump, holding no goroutine
+// while the subscription is idle). each may wait (for room in the
+// connection's queue); it returns false to stop the pump. stop runs once
+// when the pump stops, with ended true when q ended and was drained. A
+// pump whose queue ends after c's end began never runs again and never
+// calls stop: c's onEnd should end its pumps' queues.
+func Pump[T any](c *Conn, q *queue.Queue[T], each func(T) bool, stop func(ended bool)) {
+	p := &pump[T]{q: q, each: each, stop: stop}
+	q.OnReady(func() { p.d.kick(c, p.drain) })
+}
+
+type pump[T any] struct {
+	q       *queue.Queue[T]
+	each    func(T) bool
+	stop    func(ended bool)
+	d       demand
+	stopped bool // set by drain; one drain runs at a time
+}
+
+func (p *pump[T]) drain() {
+	for !p.stopped {
+		v, ok, ended := p.q.Next()
+		switch {
+		case ended:
+			p.halt(true)
+		case !ok:
+			return
+		case !p.each(v):
+			p.halt(false)
+		}
+	}
+}
+
+func (p *pump[T]) halt(ended bool) {
+	p.stopped = true
+	p.q.OnReady(nil)
+	p.stop(ended)
+}
