@@ -60,6 +60,7 @@ type config struct {
 	ControlPolicy       string
 	NodeID              string
 	MaxStreamsPerTenant int
+	ParkIdleStreams     bool
 	MaxDurablePerTenant int
 	RateBurst           int
 
@@ -159,6 +160,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
 	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R and in durable stream claims (AEP-Stream-Node), unique in the deployment (empty: random per process)")
 	fs.Int(&c.MaxDurablePerTenant, "max-durable-subscriptions-per-tenant", 1000, "live durable subscriptions (POST /aep/subscriptions) one tenant may hold in the cluster; past it a create is answered 429 subscription_rejected (0: unbounded)")
+	fs.Bool(&c.ParkIdleStreams, "park-idle-streams", true, "hold idle SSE streams and WebSockets without a goroutine or net/http buffers (HTTP/1.x without TLS on Linux; docs/delivery.md, \"Parked SSE streams\"); false keeps a goroutine per stream")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
 	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")

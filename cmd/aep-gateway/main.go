@@ -249,6 +249,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	// Every stream of every binding is admitted by one Hub: one per-tenant
 	// cap, and one shutdown that ends them all.
 	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
+	hub.SetParking(cfg.ParkIdleStreams)
 	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
