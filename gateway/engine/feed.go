@@ -62,6 +62,9 @@ type ForwardConfig struct {
 	// markers before it reads its tenant topic on its own catch-up client
 	// (until the markers come). Zero means DefaultMarkerWait.
 	MarkerWait time.Duration
+	// Ensure, when set, provisions the two topics before the node's feed
+	// starts (forward.Topics.Ensure); its error fails the Subscribe.
+	Ensure func(context.Context) error
 }
 
 func (c *ForwardConfig) fill() {
@@ -104,6 +107,11 @@ type feed struct {
 // lease, and starts reading from that end.
 func startFeed(ctx context.Context, e *Engine) (*feed, error) {
 	cfg := e.cfg.Forward
+	if cfg.Ensure != nil {
+		if err := cfg.Ensure(ctx); err != nil {
+			return nil, fmt.Errorf("engine: workers mode topics: %w", err)
+		}
+	}
 	topic := cfg.DeliveryTopic
 	ends, err := e.adm.ListEndOffsets(ctx, topic)
 	if err == nil {
@@ -220,6 +228,7 @@ func (f *feed) run(ctx context.Context) {
 		fs.EachError(func(topic string, p int32, err error) {
 			f.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: delivery fetch")
 		})
+		f.e.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("engine: delivery poll")
 		for it := fs.RecordIter(); !it.Done(); {
 			f.handle(it.Next())
 		}
@@ -299,9 +308,34 @@ func (s *Subscription) markLocked(p int32, offset int64) {
 		s.marksMissing--
 		if s.marksMissing == 0 {
 			close(s.marksReady)
+			if s.wake != nil {
+				s.wake() // the catch-up may join now: do not wait for its next record
+			}
 		}
 	}
 	s.marks[p] = offset
+}
+
+// poll is the catch-up's PollFetches; while the workers' markers are
+// missing it also returns (with no records) when they complete.
+func (s *Subscription) poll(ctx context.Context, cl *kgo.Client) kgo.Fetches {
+	if s.marksReady == nil {
+		return cl.PollFetches(ctx)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.t.mu.Lock()
+	if s.marksMissing == 0 {
+		s.t.mu.Unlock()
+		return cl.PollFetches(ctx)
+	}
+	s.wake = cancel
+	s.t.mu.Unlock()
+	fs := cl.PollFetches(pctx)
+	s.t.mu.Lock()
+	s.wake = nil
+	s.t.mu.Unlock()
+	return fs
 }
 
 // waitMarks waits until every partition has a marker, for at most

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -85,6 +86,7 @@ type Subscription struct {
 	marks        []int64
 	marksMissing int
 	marksReady   chan struct{}
+	wake         context.CancelFunc // ends the catch-up's poll when the markers complete
 
 	dropped   atomic.Uint64
 	fallbacks atomic.Uint64
@@ -283,11 +285,14 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 				return err
 			}
 		}
-		fs := cl.PollFetches(ctx)
+		fs := s.poll(ctx, cl)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		fs.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return // woken by the workers' markers
+			}
 			s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: catch-up fetch")
 		})
 		for it := fs.RecordIter(); !it.Done(); {

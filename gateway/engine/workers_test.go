@@ -237,3 +237,82 @@ func TestParseLiveDelivery(t *testing.T) {
 		t.Errorf("NewEngine with a bad mode: %v", err)
 	}
 }
+
+func TestWorkersReplacedWorkerLosesNothing(t *testing.T) {
+	k := newWorkersEnv(t, 3)
+	stop := k.stoppableWorker("g1")
+	n := k.node("node-a")
+	ctx := context.Background()
+	sub, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(sub) })
+	var want []string
+	for i := range 10 {
+		k.produce(2, "message.sent", "s", i)
+		want = append(want, fmt.Sprintf("evt_s_%d", i))
+	}
+	expectStream(t, sub, want, 0)
+	stop()
+	want = want[:0]
+	for i := 10; i < 20; i++ {
+		k.produce(2, "message.sent", "s", i)
+		want = append(want, fmt.Sprintf("evt_s_%d", i))
+	}
+	k.worker("g1")
+	expectStream(t, sub, want, 10)
+}
+
+func (k *kafkaEnv) stoppableWorker(group string) func() {
+	w, err := filterworker.New(filterworker.Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.FetchMaxWait(200 * time.Millisecond)},
+		Group:      group, MetadataMaxAge: time.Second, Logger: zerolog.New(io.Discard),
+	})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			k.t.Errorf("worker %s: %v", group, err)
+		}
+	}
+}
+
+func TestWorkersLateWorkerTakesOverFromCatchUp(t *testing.T) {
+	k := newWorkersEnv(t, 3)
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Forward.MarkerWait = LiveWorkers, "node-a", 50*time.Millisecond
+	})
+	ctx := context.Background()
+	sub, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var want []string
+	for i := range 10 {
+		k.produce(2, "message.sent", "s", i)
+		want = append(want, fmt.Sprintf("evt_s_%d", i))
+	}
+	expectStream(t, sub, want, 0)
+	k.worker("g1")
+	var more []string
+	for i := 10; i < 20; i++ {
+		k.produce(2, "message.sent", "s", i)
+		more = append(more, fmt.Sprintf("evt_s_%d", i))
+	}
+	expectStream(t, sub, more, 10)
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(sub) })
+	more = more[:0]
+	for i := 20; i < 30; i++ {
+		k.produce(2, "message.sent", "s", i)
+		more = append(more, fmt.Sprintf("evt_s_%d", i))
+	}
+	expectStream(t, sub, more, 20)
+}

@@ -53,6 +53,9 @@ const (
 	DefaultGroup          = "aep-filter-workers"
 	DefaultMetadataMaxAge = 10 * time.Second
 	DefaultSweepInterval  = 5 * time.Second
+	// DefaultSessionTimeout is how long the group waits for a worker that
+	// stopped answering before its partitions go to the others.
+	DefaultSessionTimeout = 10 * time.Second
 )
 
 // Config configures a Worker. Zero fields mean the documented defaults.
@@ -71,10 +74,16 @@ type Config struct {
 	// MetadataMaxAge bounds how long a new tenant topic goes unread.
 	// Zero means DefaultMetadataMaxAge.
 	MetadataMaxAge time.Duration
+	// SessionTimeout is the group session timeout: how long a dead
+	// worker's partitions go unread. Zero means DefaultSessionTimeout.
+	SessionTimeout time.Duration
 	// SweepInterval is how often expired leases are looked for. Zero means
 	// DefaultSweepInterval.
 	SweepInterval time.Duration
-	Logger        zerolog.Logger
+	// Ensure, when set, provisions the registry and delivery topics
+	// before Run reads them (forward.Topics.Ensure).
+	Ensure func(context.Context) error
+	Logger zerolog.Logger
 	// Registerer receives the worker's metrics (aep_filterworker_*). Nil
 	// leaves them unregistered.
 	Registerer prometheus.Registerer
@@ -144,6 +153,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.MetadataMaxAge <= 0 {
 		cfg.MetadataMaxAge = DefaultMetadataMaxAge
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
@@ -184,6 +196,11 @@ func (w *Worker) tenantOf(topic string) string {
 // group hands the partitions to the other workers from the committed
 // offsets). It waits for every goroutine it started.
 func (w *Worker) Run(ctx context.Context) error {
+	if w.cfg.Ensure != nil {
+		if err := w.cfg.Ensure(ctx); err != nil {
+			return fmt.Errorf("filterworker: %w", err)
+		}
+	}
 	prod, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))...)
 	if err != nil {
@@ -220,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	src, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
 		kgo.ConsumeRegex(), kgo.ConsumeTopics(w.re.String()), kgo.ConsumerGroup(w.cfg.Group),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.MetadataMaxAge(w.cfg.MetadataMaxAge), kgo.MetadataMinAge(min(w.cfg.MetadataMaxAge, 5*time.Second)),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(w.cfg.SessionTimeout),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			return w.assigned(ctx, adm, offs)
 		}),
@@ -271,6 +288,7 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		w.mu.Lock()
 		fs.EachRecord(w.forwardLocked)
 		w.mu.Unlock()
+		w.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("filterworker: poll")
 		if err := w.prod.Flush(ctx); err != nil {
 			return nil // ctx ended: the next owner forwards again from the commit
 		}
@@ -384,6 +402,7 @@ func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string
 			}
 		}
 	}
+	w.cfg.Logger.Info().Interface("partitions", offs).Msg("filterworker: assigned")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for topic, parts := range offs {
@@ -420,6 +439,9 @@ func (w *Worker) targetsLocked(ts *tenantSubs) []forward.Target {
 }
 
 func (w *Worker) revoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if len(lost) > 0 {
+		w.cfg.Logger.Info().Interface("partitions", lost).Msg("filterworker: revoked")
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for topic, parts := range lost {
