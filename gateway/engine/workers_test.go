@@ -17,26 +17,12 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
 	"github.com/aep-gateway/aep-gateway/gateway/forward"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
-	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // newWorkersEnv is a kafkaEnv whose cluster also has the registry (one
 // partition) and delivery (four) topics of the workers mode.
 func newWorkersEnv(t *testing.T, parts int32) *kafkaEnv {
-	t.Helper()
-	topic := partitioning.Naming{}.Events(testTenant)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic),
-		kfake.SeedTopics(1, forward.DefaultRegistryTopic), kfake.SeedTopics(4, forward.DefaultDeliveryTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	return &kafkaEnv{t: t, cluster: c, prod: prod, topic: topic, parts: parts}
+	return newKafkaEnv(t, parts, kfake.SeedTopics(1, forward.DefaultRegistryTopic), kfake.SeedTopics(4, forward.DefaultDeliveryTopic))
 }
 
 func (k *kafkaEnv) node(name string) *Engine {

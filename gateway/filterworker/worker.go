@@ -41,6 +41,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
@@ -202,7 +203,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	prod, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0))...) // Flush after every poll: lingering only adds latency
 	if err != nil {
 		return fmt.Errorf("filterworker: producer: %w", err)
 	}
@@ -298,9 +300,14 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		if err != nil {
 			return err
 		}
-		if err := src.CommitUncommittedOffsets(ctx); err != nil && ctx.Err() == nil {
-			w.cfg.Logger.Warn().Err(err).Msg("filterworker: commit")
-		}
+		// Every forward of the poll is acknowledged: commit, without waiting
+		// (a commit lost to a rebalance only means the next owner forwards
+		// again what the nodes then drop as copies).
+		src.CommitOffsets(ctx, src.UncommittedOffsets(), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+			if err != nil && ctx.Err() == nil {
+				w.cfg.Logger.Warn().Err(err).Msg("filterworker: commit")
+			}
+		})
 		src.AllowRebalance()
 	}
 }
