@@ -59,7 +59,17 @@ run() { # mode
 			echo $! >>"$dir/curls.$mode"
 		done
 	done
-	sleep 5 # the streams start (and, in workers mode, the group forms)
+	sleep 5 # the streams start
+	if [ "$mode" = workers ]; then
+		# The worker's group finds the new tenant topics (metadata, <= 10 s) and
+		# answers every registration with a marker per partition.
+		for _ in $(seq 1 600); do
+			m=$(curl -s http://127.0.0.1:18183/metrics | awk '/^aep_filterworker_markers_total/ {print $2}')
+			[ "${m%.*}" -ge $((2 * TENANTS * 3)) ] 2>/dev/null && break
+			sleep 0.1
+		done
+		sleep 1 # the catch-ups join
+	fi
 	declare -A c0 f0
 	local procs=("${ports[@]}")
 	[ "$mode" = workers ] && procs+=(18183)
