@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -164,20 +166,68 @@ func (f *feed) writeLease(ctx context.Context, gone bool) error {
 	return nil
 }
 
+// ErrRegistryLeaseLost ends the forwarded subscriptions of a node that could not
+// renew its registry lease for two intervals: the workers drop a node's
+// subscriptions when its lease (three intervals) runs out, so they would go
+// quiet; ended, their clients resume by cursor instead.
+var ErrRegistryLeaseLost = errors.New("engine: registry lease lost: the filter workers may have dropped this node's subscriptions")
+
 func (f *feed) leases(ctx context.Context) {
 	defer f.wg.Done()
 	tick := time.NewTicker(f.cfg.LeaseInterval)
 	defer tick.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			if err := f.writeLease(ctx, false); err != nil && ctx.Err() == nil {
-				f.e.cfg.Logger.Warn().Err(err).Msg("engine: registry lease")
-			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, f.cfg.LeaseInterval)
+		err := f.writeLease(wctx, false)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			renewed = time.Now()
+		case time.Since(renewed) >= 2*f.cfg.LeaseInterval:
+			f.e.cfg.Logger.Error().Err(err).Msg("engine: registry lease not renewed for two intervals: ending the node's forwarded subscriptions")
+			f.endAll(ErrRegistryLeaseLost)
+		default:
+			f.e.cfg.Logger.Warn().Err(err).Msg("engine: registry lease")
 		}
 	}
+}
+
+// endAll ends every registered subscription with err.
+func (f *feed) endAll(err error) {
+	f.mu.Lock()
+	tails := slices.Collect(maps.Values(f.tails))
+	f.mu.Unlock()
+	for _, t := range tails {
+		t.mu.Lock()
+		subs := slices.Collect(maps.Values(t.reg))
+		t.mu.Unlock()
+		for _, s := range subs {
+			s.end(err)
+		}
+	}
+}
+
+// end ends s with err, as Close does but without releasing the tail (its
+// owner's Close still does that).
+func (s *Subscription) end(err error) {
+	s.err.CompareAndSwap(nil, &err) // before the catch-up, which ends without an error when cancelled
+	s.mu.Lock()
+	s.closing = true
+	cancel, done := s.cancel, s.catchDone
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.t.leave(s, err)
 }
 
 // register writes s's registry entry (asynchronously: the markers that

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -301,4 +302,35 @@ func TestWorkersLateWorkerTakesOverFromCatchUp(t *testing.T) {
 		more = append(more, fmt.Sprintf("evt_s_%d", i))
 	}
 	expectStream(t, sub, more, 20)
+}
+
+func TestWorkersLeaseLostEndsForwardedSubscriptions(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	k.worker("g1")
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Forward.LeaseInterval = LiveWorkers, "node-a", 100*time.Millisecond
+	})
+	sub, err := n.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(sub) })
+	// The registry disappears: the lease can no longer be renewed.
+	adm := kadm.NewClient(k.prod)
+	if _, err := adm.DeleteTopic(context.Background(), forward.DefaultRegistryTopic); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		d, ok := recv(t, sub)
+		if !ok {
+			break
+		}
+		if d.Event != nil {
+			t.Fatalf("unexpected event %s", d.Event.Attrs.ID)
+		}
+	}
+	if !errors.Is(sub.Err(), ErrRegistryLeaseLost) {
+		t.Fatalf("ended with %v, want ErrRegistryLeaseLost", sub.Err())
+	}
 }
