@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
+	"github.com/aep-gateway/aep-gateway/gateway/forward"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -87,6 +90,14 @@ type config struct {
 
 	MetricsMaxTenants         int
 	MetricsSubscriptionLagTop int
+
+	// Workers live-delivery mode (docs/scaling.md).
+	Role                   string
+	LiveDelivery           string
+	LiveRegistryTopic      string
+	LiveDeliveryTopic      string
+	LiveDeliveryPartitions int
+	FilterWorkerGroup      string
 
 	ShowVersion bool // --version: print the version and exit
 }
@@ -177,6 +188,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.OTelServiceName, "otel-service-name", envOr("OTEL_SERVICE_NAME", "aep-gateway"), "service.name of the traces (default: OTEL_SERVICE_NAME when set)")
 	fs.Float64(&c.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of new traces recorded, 0..1; a request or event with a traceparent follows its sampled flag")
 	fs.Int(&c.MetricsMaxTenants, "metrics-max-tenants", 100, "tenants that get their own series in per-tenant metrics (lag, redeliveries, dead letters); later tenants are counted under tenant=\"_other\"")
+	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), or all (both in one process)")
+	fs.String(&c.LiveDelivery, "live-delivery", "tail", "how live (best_effort/replayable) events reach this node: tail (a Kafka reader per tenant topic on every node that streams it) or workers (filter workers forward each match once per node to its partition of --live-delivery-topic); every node of a cluster must use the same mode, and workers needs filter workers running (docs/scaling.md)")
+	fs.String(&c.LiveRegistryTopic, "live-registry-topic", forward.DefaultRegistryTopic, "--live-delivery workers: compacted topic (one partition) where nodes register their live subscriptions for the filter workers")
+	fs.String(&c.LiveDeliveryTopic, "live-delivery-topic", forward.DefaultDeliveryTopic, "--live-delivery workers: topic the filter workers forward matches to, one partition per node (by hash of --node-id)")
+	fs.Int(&c.LiveDeliveryPartitions, "live-delivery-partitions", 12, "partitions of --live-delivery-topic when it is created (nodes hash onto them; size it near the node count)")
+	fs.String(&c.FilterWorkerGroup, "filter-worker-group", filterworker.DefaultGroup, "consumer group of the filter workers (--role filter-worker or all)")
 	fs.Int(&c.MetricsSubscriptionLagTop, "metrics-subscription-lag-top", 10, "export aep_delivery_subscription_lag_records for the N durable subscriptions of this node with the largest lag (0: none)")
 	// No environment twin: an AEP_VERSION meant for something else must not
 	// turn the server into a version printer.
@@ -241,6 +258,15 @@ func (c config) validate() error {
 	}
 	if c.MetricsMaxTenants < 1 || c.MetricsMaxTenants > 10000 {
 		return fmt.Errorf("--metrics-max-tenants %d: want 1..10000", c.MetricsMaxTenants)
+	}
+	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleAll {
+		return fmt.Errorf("--role %q: want gateway, filter-worker or all", c.Role)
+	}
+	if _, err := engine.ParseLiveDelivery(c.LiveDelivery); err != nil {
+		return fmt.Errorf("--live-delivery %q: want tail or workers", c.LiveDelivery)
+	}
+	if c.LiveDeliveryPartitions < 1 || c.LiveDeliveryPartitions > 10000 {
+		return fmt.Errorf("--live-delivery-partitions %d: want 1..10000", c.LiveDeliveryPartitions)
 	}
 	if c.MetricsSubscriptionLagTop < 0 || c.MetricsSubscriptionLagTop > 1000 {
 		return fmt.Errorf("--metrics-subscription-lag-top %d: want 0..1000", c.MetricsSubscriptionLagTop)

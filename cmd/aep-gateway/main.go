@@ -188,6 +188,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
+	var workerFailed <-chan error
+	if cfg.Role != roleGateway {
+		if workerFailed, err = startFilterWorker(cfg, opts, naming, kadm.NewClient(producer), reg, log, lc); err != nil {
+			return err
+		}
+		if cfg.Role == roleWorker {
+			return serveFilterWorker(ctx, cfg, workerFailed, reg, log, lc, stopSignals)
+		}
+	}
 
 	keys, jwt, err := loadAuth(cfg)
 	if err != nil {
@@ -237,7 +246,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
+	liveMode, fwdCfg := cfg.forwardConfig(kadm.NewClient(producer))
 	eng, err := engine.NewEngine(engine.Config{
+		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
 		ReplicationFactor: int16(cfg.TopicReplicationFactor), NodeID: cfg.NodeID,
 		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop,
@@ -321,6 +332,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	case err := <-serveErr:
 		serveErr <- err // for the http server's stop
 		serveFailed = fmt.Errorf("http server: %w", err)
+	case err := <-workerFailed: // nil channel unless --role all
+		serveFailed = fmt.Errorf("filter worker: %w", err)
 	case <-ctx.Done():
 	}
 	stopSignals() // a second signal now kills the process

@@ -16,6 +16,17 @@
 // lock with a per-partition guard (deliver only offsets >= guard), so the seam
 // has neither a gap nor a duplicate. docs/delivery.md explains the handover.
 //
+// With Config.LiveDelivery LiveWorkers (docs/scaling.md) a tail has no
+// Kafka client: the node's feed (one client on the node's partition of the
+// delivery topic) hands it the records the filter workers forwarded, listing
+// the matching subscriptions; the tail's position is then the next source
+// offset forwarded per partition, and a record below it is a copy forwarded
+// twice (a replaced worker) and dropped. Every subscription, live ones too,
+// is registered in the registry topic and starts as a catch-up that joins
+// once it stands at or past the workers' markers (their position when they
+// took the registration) and the tail's position; until the markers come
+// (Forward.MarkerWait, and on) it reads its topic itself.
+//
 // Slow subscribers: the tail never blocks on a queue. A lossy (best_effort)
 // subscription whose queue is full loses the event, which still consumes a
 // delivery sequence number, so the gap is visible. A lossless subscription

@@ -84,6 +84,13 @@ type Config struct {
 	// the most lagging, get an aep_delivery_subscription_lag_records
 	// series. Zero means none.
 	SubscriptionLagTop int
+	// LiveDelivery chooses how live events reach this node: LiveTail (the
+	// zero value: a tail reader per tenant topic) or LiveWorkers (filter
+	// workers forward matches to this node's delivery partition). A
+	// cluster runs one mode: see docs/scaling.md.
+	LiveDelivery LiveDelivery
+	// Forward configures LiveWorkers; ignored otherwise.
+	Forward ForwardConfig
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
@@ -105,6 +112,7 @@ type Engine struct {
 	mu     sync.Mutex
 	tails  map[string]*tail // by topic; guarded by mu
 	closed bool             // guarded by mu
+	feed   *feed            // LiveWorkers only, started with the first tail; guarded by mu
 
 	node     string                   // this node in stream claims
 	jmu      sync.Mutex               // never held with mu or a stream's mu
@@ -130,6 +138,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.ReaderFetchBytes <= 0 {
 		cfg.ReaderFetchBytes = DefaultReaderFetchBytes
 	}
+	mode, err := ParseLiveDelivery(string(cfg.LiveDelivery))
+	if err != nil {
+		return nil, err
+	}
+	cfg.LiveDelivery = mode
+	cfg.Forward.fill()
 	if cfg.Queue > cfg.MaxQueue {
 		return nil, fmt.Errorf("engine: Queue %d exceeds MaxQueue %d", cfg.Queue, cfg.MaxQueue)
 	}
@@ -209,6 +223,9 @@ func (e *Engine) Subscribe(ctx context.Context, req Request) (*Subscription, err
 	// Counted from here on: every path below ends in finish (which
 	// uncounts it) except a failed live join, which uncounts it itself.
 	e.metrics.subscriptions.Inc()
+	if t.feed != nil {
+		return e.subscribeForwarded(ctx, s, req.From)
+	}
 	if req.From == nil {
 		start, err := t.join(s, nil, 0, false, false)
 		if err != nil {
@@ -234,6 +251,13 @@ func (e *Engine) acquire(ctx context.Context, tenant, topic string) (*tail, erro
 	if e.closed {
 		return nil, ErrClosed
 	}
+	if e.cfg.LiveDelivery == LiveWorkers && e.feed == nil {
+		f, err := startFeed(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		e.feed = f
+	}
 	t := e.tails[topic]
 	if t == nil {
 		var err error
@@ -241,6 +265,9 @@ func (e *Engine) acquire(ctx context.Context, tenant, topic string) (*tail, erro
 			return nil, err
 		}
 		e.tails[topic] = t
+		if e.feed != nil {
+			e.feed.add(t)
+		}
 	}
 	t.refs++
 	return t, nil
@@ -251,7 +278,9 @@ func (e *Engine) release(t *tail) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t.refs--
-	if t.refs > 0 || e.tails[t.topic] != t {
+	// A forwarded feed's tail stays: it holds the last source offset
+	// forwarded per partition, which drops duplicates after a worker restart.
+	if t.refs > 0 || e.tails[t.topic] != t || t.feed != nil {
 		return
 	}
 	delete(e.tails, t.topic)
@@ -292,6 +321,9 @@ func (e *Engine) Close() {
 	}
 	e.closed = true
 	e.cancel()
+	if e.feed != nil {
+		e.feed.stop() // before the tails: its reader hands records to them
+	}
 	for topic, t := range e.tails {
 		delete(e.tails, topic)
 		t.stop(ErrClosed) // no tail starts a catch-up after this

@@ -33,10 +33,10 @@ type kafkaEnv struct {
 	parts   int32
 }
 
-func newKafkaEnv(t *testing.T, parts int32) *kafkaEnv {
+func newKafkaEnv(t *testing.T, parts int32, opts ...kfake.Opt) *kafkaEnv {
 	t.Helper()
 	topic := partitioning.Naming{}.Events(testTenant)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topic))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(parts, topic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -75,6 +76,17 @@ type Subscription struct {
 	// the handover, the tail (under t.mu) after it.
 	seq   uint64
 	guard []int64 // per-partition first offset the tail delivers; guarded by t.mu
+
+	// LiveWorkers only. silent: a live subscription's first catch-up,
+	// whose handover queues no marker. marks: per partition, the source
+	// offset from which the workers forward s's matches (-1 before their
+	// marker came); marksReady is closed when none is missing. Guarded by
+	// t.mu.
+	silent       bool
+	marks        []int64
+	marksMissing int
+	marksReady   chan struct{}
+	wake         context.CancelFunc // ends the catch-up's poll when the markers complete
 
 	dropped   atomic.Uint64
 	fallbacks atomic.Uint64
@@ -163,7 +175,9 @@ func (s *Subscription) offerLocked(ev *Event) {
 	s.seq--
 	from := s.resumeFromLocked(ev.Record.Partition, ev.Record.Offset)
 	t := s.t
-	t.index.Remove(s.id)
+	if t.index != nil {
+		t.index.Remove(s.id)
+	}
 	delete(t.subs, s.id)
 	s.fallbacks.Add(1)
 	s.e.metrics.fallbacks.Inc()
@@ -246,24 +260,39 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
+	waited := s.marksReady == nil
 	for {
 		if err := s.waitRoom(ctx); err != nil {
 			return err
 		}
-		frontier, err := s.t.join(s, next, replayed, true, fallback)
+		frontier, err := s.t.join(s, next, replayed, fallback || !s.silent, fallback)
 		if err != nil || frontier != nil {
 			return err
+		}
+		if !waited {
+			// Forwarded feed: the workers' markers usually come before a
+			// reader would have read anything; read only what they miss.
+			waited = true
+			if s.waitMarks(ctx) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 		if cl == nil {
 			if cl, err = kgo.NewClient(s.e.readerOpts(s.t.topic, offs)...); err != nil {
 				return err
 			}
 		}
-		fs := cl.PollFetches(ctx)
+		fs := s.poll(ctx, cl)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		fs.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return // woken by the workers' markers
+			}
 			s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: catch-up fetch")
 		})
 		for it := fs.RecordIter(); !it.Done(); {

@@ -35,6 +35,13 @@ type tail struct {
 	subs        map[filtering.ID]*Subscription // joined subscriptions; guarded by mu
 	stopped     bool                           // guarded by mu
 	undecodable uint64                         // records whose headers did not decode; guarded by mu
+
+	// LiveWorkers only (feed non-nil, cl and index nil): the registered
+	// subscriptions, joined or catching up, and the forwarded records
+	// dropped as duplicates. pos is the next source offset the feed takes.
+	feed       *feed
+	reg        map[filtering.ID]*Subscription // guarded by mu
+	duplicates uint64                         // guarded by mu
 }
 
 // startTail lists topic's end offsets and starts reading every partition
@@ -59,6 +66,14 @@ func startTail(ctx context.Context, e *Engine, tenant, topic string) (*tail, err
 		}
 		pos[p] = lo.Offset
 		offs[p] = kgo.NewOffset().At(lo.Offset)
+	}
+	if e.feed != nil {
+		t := &tail{
+			e: e, tenant: tenant, topic: topic, cancel: func() {}, done: make(chan struct{}), pos: pos,
+			subs: map[filtering.ID]*Subscription{}, feed: e.feed, reg: map[filtering.ID]*Subscription{},
+		}
+		close(t.done)
+		return t, nil
 	}
 	opts := append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
@@ -131,8 +146,14 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	if t.stopped {
 		return nil, ErrClosed
 	}
+	if t.feed != nil && s.marksMissing > 0 {
+		return nil, nil // the workers have not answered the registration yet
+	}
 	guard := make([]int64, len(t.pos))
 	for p, pos := range t.pos {
+		if t.feed != nil && s.marks[p] > pos {
+			pos = s.marks[p] // the workers forward s's matches from here on
+		}
 		guard[p] = pos
 		if n, ok := next[int32(p)]; ok {
 			if n < pos {
@@ -152,7 +173,9 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	}
 	s.guard = guard
 	t.subs[s.id] = s
-	t.index.Add(s.id, s.filter)
+	if t.index != nil {
+		t.index.Add(s.id, s.filter)
+	}
 	return frontier, nil
 }
 
@@ -160,13 +183,19 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 func (t *tail) leave(s *Subscription, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.reg != nil && t.reg[s.id] == s {
+		delete(t.reg, s.id)
+		t.feed.unregister(s)
+	}
 	t.evictLocked(s, err)
 }
 
 // evictLocked removes s and ends it with err. Must hold t.mu.
 func (t *tail) evictLocked(s *Subscription, err error) {
 	if t.subs[s.id] == s {
-		t.index.Remove(s.id)
+		if t.index != nil {
+			t.index.Remove(s.id)
+		}
 		delete(t.subs, s.id)
 	}
 	s.finish(err)
@@ -177,10 +206,13 @@ func (t *tail) evictLocked(s *Subscription, err error) {
 func (t *tail) stop(err error) {
 	t.cancel()
 	<-t.done
-	t.cl.Close()
+	if t.cl != nil {
+		t.cl.Close()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
+	clear(t.reg) // the feed tombstoned the node's lease: the workers drop them all
 	for _, s := range t.subs {
 		t.evictLocked(s, err)
 	}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
+	"github.com/aep-gateway/aep-gateway/gateway/forward"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Values of --role.
+const (
+	roleGateway = "gateway"
+	roleWorker  = "filter-worker"
+	roleAll     = "all"
+)
+
+// liveTopics are the registry and delivery topics of --live-delivery
+// workers.
+func (c config) liveTopics() forward.Topics {
+	return forward.Topics{
+		Registry: c.LiveRegistryTopic, Delivery: c.LiveDeliveryTopic,
+		DeliveryPartitions: int32(c.LiveDeliveryPartitions), ReplicationFactor: int16(c.TopicReplicationFactor),
+	}.WithDefaults()
+}
+
+// forwardConfig is the engine's side of --live-delivery workers.
+func (c config) forwardConfig(adm *kadm.Client) (engine.LiveDelivery, engine.ForwardConfig) {
+	mode, _ := engine.ParseLiveDelivery(c.LiveDelivery) // validated by parseConfig
+	t := c.liveTopics()
+	return mode, engine.ForwardConfig{RegistryTopic: t.Registry, DeliveryTopic: t.Delivery,
+		Ensure: func(ctx context.Context) error { return t.Ensure(ctx, adm) }}
+}
+
+// startFilterWorker runs a filter worker until lc stops it; the channel
+// yields its error if it stops by itself (the process should then exit:
+// its partitions go to the other workers from the committed offsets).
+func startFilterWorker(cfg config, opts []kgo.Opt, naming partitioning.Naming, adm *kadm.Client,
+	reg prometheus.Registerer, log zerolog.Logger, lc *lifecycle) (<-chan error, error) {
+	t := cfg.liveTopics()
+	w, err := filterworker.New(filterworker.Config{
+		ClientOpts: opts, Naming: naming, RegistryTopic: t.Registry, DeliveryTopic: t.Delivery,
+		Group: cfg.FilterWorkerGroup, Logger: log, Registerer: reg,
+		Ensure: func(ctx context.Context) error { return t.Ensure(ctx, adm) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done, failed := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := w.Run(ctx)
+		if err != nil {
+			failed <- err
+		}
+		done <- err
+	}()
+	lc.add("filter worker", func(sctx context.Context) error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-sctx.Done():
+			return sctx.Err()
+		}
+	})
+	log.Info().Str("group", cfg.FilterWorkerGroup).Str("registry", t.Registry).Str("delivery", t.Delivery).Msg("filter worker started")
+	return failed, nil
+}
+
+// serveFilterWorker is --role filter-worker: the worker, and /metrics,
+// /healthz and /readyz on --listen, until ctx ends or the worker fails.
+func serveFilterWorker(ctx context.Context, cfg config, failed <-chan error, reg *prometheus.Registry, log zerolog.Logger, lc *lifecycle, stopSignals func()) error {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var workerErr error
+	stopped := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-stopped:
+			http.Error(w, fmt.Sprintf("filter worker stopped: %v", workerErr), http.StatusServiceUnavailable)
+		default:
+			_, _ = w.Write([]byte("ok\n"))
+		}
+	})
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	lc.add("http server", func(ctx context.Context) error {
+		err := hs.Shutdown(ctx)
+		<-serveErr
+		return err
+	})
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("role", roleWorker).Msg("aep-gateway serving")
+	select {
+	case workerErr = <-failed:
+		close(stopped)
+		log.Error().Err(workerErr).Msg("filter worker stopped")
+	case err := <-serveErr:
+		serveErr <- err
+		workerErr = fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	stopSignals()
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(workerErr, lc.stop(sctx))
+}
