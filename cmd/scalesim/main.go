@@ -64,7 +64,7 @@ func DefaultInputs() Inputs {
 	return Inputs{
 		Nodes: 100, Tenants: 10_000, Connections: 1_000_000, IngestEPS: 200_000, EventBytes: 500,
 		Partitions: 12, ZipfS: 1.1, MatchFraction: 0.01, Seed: 13,
-		ConnRSS: 55 << 10, SubBytes: 500, DeliveriesPerCPU: 189_000, FilterNs: 383, ConsumeNs: 2_000, ForwardNs: 2_500,
+		ConnRSS: 16 << 10, SubBytes: 500, DeliveriesPerCPU: 711_000, FilterNs: 383, ConsumeNs: 2_000, ForwardNs: 3_800,
 		Brokers: 30, BrokerEgressMBps: 1_250, NodeNICMBps: 1_250, NodeCores: 8, NodeMemGB: 32, MaxPartitionsPerFetcher: 10_000, MaxConnsPerBroker: 20_000,
 	}
 }
