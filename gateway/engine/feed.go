@@ -219,15 +219,7 @@ func (f *feed) endAll(err error) {
 // owner's Close still does that).
 func (s *Subscription) end(err error) {
 	s.err.CompareAndSwap(nil, &err) // before the catch-up, which ends without an error when cancelled
-	s.mu.Lock()
-	s.closing = true
-	cancel, done := s.cancel, s.catchDone
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-	s.t.leave(s, err)
+	s.stop(err)
 }
 
 // register writes s's registry entry (asynchronously: the markers that

@@ -132,17 +132,23 @@ func (s *Subscription) Start() []cursor.PartitionOffset { return s.start }
 // idempotent and safe to call concurrently with everything.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		cancel, done := s.cancel, s.catchDone
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel()
-			<-done
-		}
-		s.t.leave(s, nil)
+		s.stop(nil)
 		s.e.release(s.t)
 	})
+}
+
+// stop marks s closing, cancels its catch-up and waits for it, then takes
+// s out of its tail with err.
+func (s *Subscription) stop(err error) {
+	s.mu.Lock()
+	s.closing = true
+	cancel, done := s.cancel, s.catchDone
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.t.leave(s, err)
 }
 
 // finish records err and ends the queue, once.
