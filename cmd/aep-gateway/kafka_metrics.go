@@ -115,8 +115,8 @@ var (
 // hubRefusals are aep_stream_refusals_total{reason}: streams (SSE and
 // WebSocket, every binding) the Hub refused, over the tenant's
 // --max-streams-per-tenant ("tenant-limit") or during shutdown
-// ("shutting-down"); and aep_sse_parked_streams, the SSE streams the Hub
-// holds parked.
+// ("shutting-down"); aep_sse_parked_streams and
+// aep_websocket_parked_connections, the streams the Hub holds parked.
 func hubRefusals(h *transport.Hub) []prometheus.Collector {
 	const name, help = "aep_stream_refusals_total", "Streams (SSE and WebSocket) refused on admission, by reason: tenant-limit (--max-streams-per-tenant) or shutting-down."
 	limit := func() float64 { n, _ := h.Refusals(); return float64(n) }
@@ -127,5 +127,8 @@ func hubRefusals(h *transport.Hub) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_sse_parked_streams",
 			Help: "SSE streams parked now: held without a goroutine until they have something to write (HTTP/1.x on Linux)."},
 			func() float64 { return float64(h.Parked()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_websocket_parked_connections",
+			Help: "WebSocket connections parked now: on the poller, with a reader, writer or subscription pump only while it has work (HTTP/1.x on Linux)."},
+			func() float64 { return float64(h.ParkedWebSockets()) }),
 	}
 }

@@ -39,11 +39,17 @@ type Hub struct {
 
 	refusedLimit, refusedShutdown atomic.Uint64
 	parked                        atomic.Int64 // SSE streams parked now
+	parkedWS                      atomic.Int64 // WebSockets on the poller now
 }
 
 // Parked is the number of SSE streams parked now (held without a
 // goroutine, see Park); the other open streams run in goroutines.
 func (h *Hub) Parked() int { return int(h.parked.Load()) }
+
+// ParkedWebSockets is the number of WebSocket connections held on the
+// Hub's poller now (parked once ready: a reader, writer or pump runs only
+// while it has work).
+func (h *Hub) ParkedWebSockets() int { return int(h.parkedWS.Load()) }
 
 // Refusals counts the streams Enter refused, by reason: over the tenant's
 // cap (ErrTenantLimit) and after Shutdown began (ErrShuttingDown).

@@ -104,6 +104,7 @@ func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
 		return false, err
 	}
 	c.poll, c.parked = h, true
+	c.cfg.Stream.h.parkedWS.Add(1)
 	if c.ws.hooks != nil {
 		// The middleware that measures requests when their handler
 		// returns learns that this one parked (OnPark), and is told when
@@ -153,6 +154,7 @@ func (c *Conn) endParked() {
 			if err := h.Remove(); err != nil {
 				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
 			}
+			c.cfg.Stream.h.parkedWS.Add(-1)
 			c.cfg.Stream.h.releasePoller()
 			c.shut()
 			for _, end := range c.ends {

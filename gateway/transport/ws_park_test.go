@@ -125,6 +125,9 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 	// The clients' own goroutines (coder/websocket: none while not
 	// reading) and the poller's are what is left: not one per connection.
 	waitUntil(t, "the parked connections' goroutines to leave", func() bool { return runtime.NumGoroutine()-before < n })
+	if got := ps.hub.ParkedWebSockets(); got != n {
+		t.Fatalf("ParkedWebSockets = %d, want %d", got, n)
+	}
 	for i, cl := range cls {
 		feeds[i].Offer("x")
 		if _, b, err := cl.Read(ctx); err != nil || string(b) != "fed:x" {
@@ -151,6 +154,9 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 	waitUntil(t, "the left connection's end", func() bool {
 		return ps.ended.Load() == 2 && ps.pumpEnds.Load() == 2 && ps.hookEnds.Load() == 2
 	})
+	if got := ps.hub.ParkedWebSockets(); got != n-2 {
+		t.Fatalf("ParkedWebSockets = %d after two ended, want %d", got, n-2)
+	}
 	if ps.pumpEndedQueue.Load() != 2 {
 		t.Fatalf("%d pumps saw their queue end, want 2", ps.pumpEndedQueue.Load())
 	}
