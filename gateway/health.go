@@ -18,7 +18,7 @@ type Pinger interface {
 // stop is idempotent.
 type readiness struct {
 	pinger   Pinger
-	topics   any // a provisioningReporter says why topics could not be created
+	topics   []ProvisioningReporter // say why topics could not be created
 	interval time.Duration
 	metrics  *metrics
 
@@ -31,7 +31,7 @@ type readiness struct {
 	done     chan struct{}
 }
 
-func newReadiness(p Pinger, topics any, interval time.Duration, m *metrics) *readiness {
+func newReadiness(p Pinger, topics []ProvisioningReporter, interval time.Duration, m *metrics) *readiness {
 	return &readiness{pinger: p, topics: topics, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -81,7 +81,7 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "kafka": msg})
 	default:
-		if pr, ok := rd.topics.(provisioningReporter); ok {
+		for _, pr := range rd.topics {
 			if err := pr.LastError(); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "provisioning": err.Error()})
 				return
@@ -91,9 +91,19 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// provisioningReporter is a topic resolver that remembers its last
-// failure to create topics (*partitioning.Provisioner).
-type provisioningReporter interface{ LastError() error }
+// ProvisioningReporter remembers its last failure to create the topics
+// the gateway needs (*partitioning.Provisioner does for tenant topics);
+// /readyz answers 503 naming it while it is not nil.
+type ProvisioningReporter interface{ LastError() error }
+
+// reporters is topics (when it reports its provisioning) and more.
+func reporters(topics any, more []ProvisioningReporter) []ProvisioningReporter {
+	var out []ProvisioningReporter
+	if pr, ok := topics.(ProvisioningReporter); ok {
+		out = append(out, pr)
+	}
+	return append(out, more...)
+}
 
 func handleHealthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -70,6 +70,9 @@ type Deps struct {
 	Writer  Writer
 	Pinger  Pinger
 	Auditor OffsetAuditor // optional
+	// Provisioning are more topics' provisioners whose last failure
+	// /readyz reports, as it does the tenant topics' (optional).
+	Provisioning []ProvisioningReporter
 }
 
 // Server is the gateway's HTTP surface.
@@ -120,7 +123,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
 		},
-		ready: newReadiness(deps.Pinger, deps.Topics, cfg.ReadyInterval, m),
+		ready: newReadiness(deps.Pinger, reporters(deps.Topics, deps.Provisioning), cfg.ReadyInterval, m),
 
 		discoEndpoints: map[string]string{"events": "/events"},
 		discoCaps:      map[string]any{"experimental": map[string]any{}},

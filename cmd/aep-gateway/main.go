@@ -215,7 +215,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			Msg("DEVELOPMENT MODE: no --api-keys and no JWT key, every request is accepted without authentication as tenant \"default\"; never expose this listener")
 	}
 	ks, _ := partitioning.ParseKeyStrategy(cfg.KeyStrategy)
-	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer}
+	liveTopics := &provisionStatus{} // the workers mode's topics, created on first use
+	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer,
+		Provisioning: []gateway.ProvisioningReporter{liveTopics}}
 	if embedded != nil {
 		deps.Auditor = embedded
 		deps.Pinger = pingAll{producer, embedded} // /readyz sees a broker that stopped accepting
@@ -246,7 +248,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
-	liveMode, fwdCfg := cfg.forwardConfig(kadm.NewClient(producer))
+	liveMode, fwdCfg := cfg.forwardConfig(kadm.NewClient(producer), liveTopics)
 	eng, err := engine.NewEngine(engine.Config{
 		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,12 +37,34 @@ func (c config) liveTopics() forward.Topics {
 	}.WithDefaults()
 }
 
-// forwardConfig is the engine's side of --live-delivery workers.
-func (c config) forwardConfig(adm *kadm.Client) (engine.LiveDelivery, engine.ForwardConfig) {
+// forwardConfig is the engine's side of --live-delivery workers; st
+// remembers how the last provisioning of its topics went, for /readyz.
+func (c config) forwardConfig(adm *kadm.Client, st *provisionStatus) (engine.LiveDelivery, engine.ForwardConfig) {
 	mode, _ := engine.ParseLiveDelivery(c.LiveDelivery) // validated by parseConfig
 	t := c.liveTopics()
 	return mode, engine.ForwardConfig{RegistryTopic: t.Registry, DeliveryTopic: t.Delivery,
-		Ensure: func(ctx context.Context) error { return t.Ensure(ctx, adm) }}
+		Ensure: func(ctx context.Context) error { return st.record(t.Ensure(ctx, adm)) }}
+}
+
+// provisionStatus is the outcome of the last provisioning of the workers
+// mode's topics (a gateway.ProvisioningReporter): /readyz answers 503
+// naming the cause until a later attempt succeeds.
+type provisionStatus struct{ err atomic.Pointer[error] }
+
+func (p *provisionStatus) record(err error) error {
+	if err == nil {
+		p.err.Store(nil)
+	} else {
+		p.err.Store(&err)
+	}
+	return err
+}
+
+func (p *provisionStatus) LastError() error {
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // startFilterWorker runs a filter worker until lc stops it; the channel
