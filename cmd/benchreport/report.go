@@ -88,15 +88,18 @@ type latencyJSON struct {
 }
 
 type idleJSON struct {
-	LoadAvg string `json:"load_average"`
-	Runs    []struct {
-		Peer        string `json:"peer"`
-		Transport   string `json:"transport"`
-		Connections int    `json:"connections"`
-		RSSOpen     int64  `json:"rss_open"`
-		PerConn     int64  `json:"rss_per_connection"`
-		StormPeak   int64  `json:"storm_peak"`
-	} `json:"runs"`
+	LoadAvg string    `json:"load_average"`
+	Runs    []idleRun `json:"runs"`
+}
+
+// idleRun is one server's run of `aepctl bench idle`.
+type idleRun struct {
+	Peer        string `json:"peer"`
+	Transport   string `json:"transport"`
+	Connections int    `json:"connections"`
+	RSSOpen     int64  `json:"rss_open"`
+	PerConn     int64  `json:"rss_per_connection"`
+	StormPeak   int64  `json:"storm_peak"`
 }
 
 type meta struct {
@@ -266,14 +269,7 @@ func (r *results) idleRows() []row {
 	}
 	var out []row
 	for _, tr := range []string{"sse", "ws"} {
-		var g, c *struct {
-			Peer        string `json:"peer"`
-			Transport   string `json:"transport"`
-			Connections int    `json:"connections"`
-			RSSOpen     int64  `json:"rss_open"`
-			PerConn     int64  `json:"rss_per_connection"`
-			StormPeak   int64  `json:"storm_peak"`
-		}
+		var g, c *idleRun
 		for i := range r.idle.Runs {
 			x := &r.idle.Runs[i]
 			if x.Transport == tr && x.Peer == "gateway" {
