@@ -262,19 +262,12 @@ func (f *feed) tail(topic string) *tail {
 
 func (f *feed) run(ctx context.Context) {
 	defer f.wg.Done()
-	for {
-		fs := f.cl.PollFetches(ctx)
-		if ctx.Err() != nil || fs.IsClientClosed() {
-			return
-		}
-		fs.EachError(func(topic string, p int32, err error) {
-			f.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: delivery fetch")
-		})
+	f.e.pollLoop(ctx, f.cl, "engine: delivery fetch", func(fs kgo.Fetches) {
 		f.e.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("engine: delivery poll")
 		for it := fs.RecordIter(); !it.Done(); {
 			f.handle(it.Next())
 		}
-	}
+	})
 }
 
 // handle hands one delivery record to its tail.

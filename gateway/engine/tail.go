@@ -92,15 +92,21 @@ func startTail(ctx context.Context, e *Engine, tenant, topic string) (*tail, err
 
 func (t *tail) run(ctx context.Context) {
 	defer close(t.done)
+	t.e.pollLoop(ctx, t.cl, "engine: tail fetch", t.dispatch)
+}
+
+// pollLoop polls cl and hands each batch to handle until ctx ends or cl
+// closes, logging fetch errors as what.
+func (e *Engine) pollLoop(ctx context.Context, cl *kgo.Client, what string, handle func(kgo.Fetches)) {
 	for {
-		fs := t.cl.PollFetches(ctx)
+		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
-			t.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: tail fetch")
+			e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg(what)
 		})
-		t.dispatch(fs)
+		handle(fs)
 	}
 }
 
