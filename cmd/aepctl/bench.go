@@ -16,7 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // Bench bounds.
@@ -66,6 +69,11 @@ type BenchConfig struct {
 	// BaselinePartitions of a created BaselineTopic; zero means 12, the
 	// gateway's default for tenant topics.
 	BaselinePartitions int
+	// BaselineRouted adds a second baseline phase that produces the records
+	// the gateway writes (session key, routing headers, the event bytes)
+	// instead of bare values: what the record format itself costs Kafka
+	// and a producer, the floor of any gateway writing it.
+	BaselineRouted bool
 
 	// GatewayPID and BrokerPID, when not zero, are processes on this
 	// machine whose CPU time each phase reports beside aepctl's own
@@ -266,29 +274,41 @@ type BenchReport struct {
 	Config   BenchConfig
 	Gateway  PhaseReport
 	Baseline *PhaseReport // nil without BaselineBrokers
+	Routed   *PhaseReport // nil without BaselineRouted
 }
 
 // Ratio is the gateway's accepted events/s over the baseline's, or 0.
-func (r BenchReport) Ratio() float64 {
-	if r.Baseline == nil || r.Baseline.AcceptedPerSec() == 0 {
+func (r BenchReport) Ratio() float64 { return r.ratioTo(r.Baseline) }
+
+// RoutedRatio is the gateway's accepted events/s over the routed
+// baseline's, or 0.
+func (r BenchReport) RoutedRatio() float64 { return r.ratioTo(r.Routed) }
+
+func (r BenchReport) ratioTo(p *PhaseReport) float64 {
+	if p == nil || p.AcceptedPerSec() == 0 {
 		return 0
 	}
-	return r.Gateway.AcceptedPerSec() / r.Baseline.AcceptedPerSec()
+	return r.Gateway.AcceptedPerSec() / p.AcceptedPerSec()
 }
 
 // CPURatio is the baseline's CPU time per event over the gateway phase's,
 // both summed over the measured processes, or 0: the throughput ratio the
 // two paths would have on cores they had to themselves. Without GatewayPID
 // it is 0 (the gateway phase's cost would be missing its main part).
-func (r BenchReport) CPURatio() float64 {
-	if r.Baseline == nil || r.Config.GatewayPID == 0 {
+func (r BenchReport) CPURatio() float64 { return r.cpuRatioTo(r.Baseline) }
+
+// RoutedCPURatio is CPURatio against the routed baseline.
+func (r BenchReport) RoutedCPURatio() float64 { return r.cpuRatioTo(r.Routed) }
+
+func (r BenchReport) cpuRatioTo(p *PhaseReport) float64 {
+	if p == nil || r.Config.GatewayPID == 0 {
 		return 0
 	}
 	g := r.Gateway.PerEvent(r.Gateway.CPU.Total())
 	if g == 0 {
 		return 0
 	}
-	return r.Baseline.PerEvent(r.Baseline.CPU.Total()) / g
+	return p.PerEvent(p.CPU.Total()) / g
 }
 
 // loadBatch is one request's worth of generated events.
@@ -297,6 +317,8 @@ type loadBatch struct {
 	body  []byte    // NDJSON, each line ending in "\n"
 	lines [][]byte  // the events, sub-slices of body without the "\n"
 	keys  []string  // each event's session
+	// hdrs are each event's routing headers, only for a routed phase.
+	hdrs [][]kgo.RecordHeader
 }
 
 // outcome is what one send did.
@@ -341,6 +363,12 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 	defer ks.close()
 	b := runPhase(ctx, cfg, start, "kafka", fmt.Sprintf("%v topic %s", cfg.BaselineBrokers, cfg.BaselineTopic), ks)
 	rep.Baseline = &b
+	if !cfg.BaselineRouted || ctx.Err() != nil {
+		return rep, nil
+	}
+	routed := runPhase(ctx, cfg, start, "kafka-routed",
+		fmt.Sprintf("%v topic %s, the gateway's record format", cfg.BaselineBrokers, cfg.BaselineTopic), routedSender{ks})
+	rep.Routed = &routed
 	return rep, nil
 }
 
@@ -348,6 +376,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 // into a channel of Concurrency slots, Concurrency workers send them. The
 // events are the same in every phase (same seed and start time).
 func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, target string, s batchSender) PhaseReport {
+	_, routed := s.(routedSender) // its batches need the routing headers
 	jobs := make(chan *loadBatch, cfg.Concurrency)
 	workers := make([]workerStats, cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -358,7 +387,7 @@ func runPhase(ctx context.Context, cfg BenchConfig, genStart time.Time, name, ta
 	for i := range workers {
 		wg.Go(func() { workers[i].run(ctx, cfg.RequestTimeout, s, jobs, &live) })
 	}
-	sent, behind := dispatch(ctx, cfg, genStart, start, jobs)
+	sent, behind := dispatch(ctx, cfg, genStart, start, jobs, routed)
 	wg.Wait()
 	cpu := cpuSample(cfg).sub(cpu0)
 	stopProgress()
@@ -425,7 +454,7 @@ func startProgress(cfg BenchConfig, name, target string, start time.Time, live *
 // dispatcher waiting on busy workers stops at that bound too. With a
 // Rate, batch k is due at start + k·Batch/Rate; a late batch is sent at once
 // (open loop, no catch-up skipping). It returns the events handed over.
-func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, jobs chan<- *loadBatch) (sent int, behind bool) {
+func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, jobs chan<- *loadBatch, routed bool) (sent int, behind bool) {
 	defer close(jobs)
 	g := NewGenerator(GenOptions{Dialect: cfg.Dialect, Sessions: cfg.Sessions, Size: cfg.Size, Seed: cfg.Seed, Start: genStart})
 	end := start.Add(cfg.Duration)
@@ -460,7 +489,7 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 		} else if !now.Before(end) {
 			return sent, behind
 		}
-		b := makeBatch(g, min(cfg.Batch, cfg.MaxEvents-sent))
+		b := makeBatch(g, min(cfg.Batch, cfg.MaxEvents-sent), routed)
 		b.due = due
 		select {
 		case <-ctx.Done():
@@ -472,12 +501,30 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 	return sent, behind
 }
 
-func makeBatch(g *Generator, n int) *loadBatch {
+// makeBatch generates n events; with routed, each also gets the routing
+// headers the gateway would give its record (their values share one
+// buffer, as the gateway's do).
+func makeBatch(g *Generator, n int, routed bool) *loadBatch {
 	b := &loadBatch{lines: make([][]byte, n), keys: make([]string, n)}
 	offs := make([]int, n+1)
+	var hdrs []kgo.RecordHeader
+	var hvals []byte
+	if routed {
+		b.hdrs = make([][]kgo.RecordHeader, n)
+	}
 	for i := range n {
 		var key string
 		b.body, key = g.Next(b.body)
+		if routed {
+			a := g.Attrs()
+			if hdrs == nil { // size both for n events like the first
+				hdrs = make([]kgo.RecordHeader, 0, n*12) // 9 (R) or 6 (D) headers an event
+				hvals = make([]byte, 0, n*(partitioning.HeaderValuesLen(&a)+8))
+			}
+			s := len(hdrs)
+			hdrs, hvals = partitioning.AppendHeadersTo(hdrs, hvals, &a)
+			b.hdrs[i] = hdrs[s:len(hdrs):len(hdrs)]
+		}
 		b.body = append(b.body, '\n')
 		b.keys[i] = key
 		offs[i+1] = len(b.body)

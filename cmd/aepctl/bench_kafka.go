@@ -54,6 +54,9 @@ func (k *kafkaSender) send(ctx context.Context, b *loadBatch) outcome {
 	recs := make([]*kgo.Record, len(b.lines))
 	for i, l := range b.lines {
 		recs[i] = &kgo.Record{Topic: k.topic, Key: []byte(b.keys[i]), Value: l}
+		if b.hdrs != nil {
+			recs[i].Headers = b.hdrs[i]
+		}
 	}
 	var o outcome
 	var firstErr error
@@ -71,6 +74,10 @@ func (k *kafkaSender) send(ctx context.Context, b *loadBatch) outcome {
 	}
 	return o
 }
+
+// routedSender is the kafkaSender of the routed baseline: its batches
+// carry the gateway's routing headers (runPhase generates them for it).
+type routedSender struct{ *kafkaSender }
 
 func cmpOr(a, b error) error {
 	if a != nil {

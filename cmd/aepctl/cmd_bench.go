@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS [--baseline-routed]] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
 
 const benchHelp = `Load tests for a gateway, bounded in time and events, each beside a
 baseline measured in the same run.
@@ -19,7 +19,9 @@ Usage:
                                 open loop) or as fast as possible (--max) and
                                 report accepted events/s and request latency;
                                 --baseline-kafka BROKERS runs the same events
-                                straight into Kafka for a ratio from the same run
+                                straight into Kafka for a ratio from the same run;
+                                --baseline-routed adds a phase whose records carry
+                                the gateway's key and routing headers too
   aepctl bench fanout [flags]   one publisher, N live subscribers over SSE and
                                 WebSocket, saturated: deliveries per CPU-second
                                 of the server process, gateway vs Centrifugo v6
@@ -79,6 +81,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	size := fs.Int("size", 0, "pad each event to about this many bytes (0: no padding, ~235 B events)")
 	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
 	baselineTopic := fs.String("baseline-topic", "aepctl.bench.baseline", "topic of the Kafka baseline (created when missing)")
+	baselineRouted := fs.Bool("baseline-routed", false, "with --baseline-kafka, also produce the records the gateway writes (session key, routing headers, the event): the record format's own cost, the floor of any gateway")
 	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
 	gatewayPID := fs.Int("gateway-pid", 0, "the gateway's process id on this machine: report its CPU time per event in each phase")
 	brokerPID := fs.Int("broker-pid", 0, "the Kafka broker's process id on this machine (not with the gateway's embedded broker, which --gateway-pid counts): report its CPU time per event")
@@ -117,6 +120,9 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if *baseline != "" {
 		cfg.BaselineBrokers = strings.Split(*baseline, ",")
+		cfg.BaselineRouted = *baselineRouted
+	} else if *baselineRouted {
+		return usageErr(fs, "--baseline-routed needs --baseline-kafka")
 	}
 	if err := cfg.withDefaults().validate(); err != nil {
 		return usageErr(fs, "%v", err)
@@ -135,8 +141,10 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	if rep.Gateway.Accepted == 0 || rep.Gateway.Rejected > 0 || rep.Gateway.Failed > 0 {
 		return errRejected
 	}
-	if b := rep.Baseline; b != nil && (b.Accepted == 0 || b.Failed > 0) {
-		return errRejected
+	for _, b := range []*PhaseReport{rep.Baseline, rep.Routed} {
+		if b != nil && (b.Accepted == 0 || b.Failed > 0) {
+			return errRejected
+		}
 	}
 	return nil
 }
@@ -156,6 +164,13 @@ func printBench(w io.Writer, r BenchReport) {
 		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
 		if cr := r.CPURatio(); cr > 0 {
 			fmt.Fprintf(w, "ratio kafka/gateway CPU time per event (measured processes): %.2f\n", cr)
+		}
+	}
+	if r.Routed != nil {
+		printPhase(w, *r.Routed)
+		fmt.Fprintf(w, "ratio gateway/kafka-routed accepted events/s: %.2f\n", r.RoutedRatio())
+		if cr := r.RoutedCPURatio(); cr > 0 {
+			fmt.Fprintf(w, "ratio kafka-routed/gateway CPU time per event (measured processes): %.2f\n", cr)
 		}
 	}
 	fmt.Fprintf(w, "load average: %s\n", loadAvg())
@@ -288,6 +303,9 @@ func benchJSON(r BenchReport) any {
 		Baseline    *phaseJSON `json:"baseline,omitempty"`
 		Ratio       *float64   `json:"ratio_gateway_kafka,omitempty"`
 		CPURatio    *float64   `json:"cpu_ratio_kafka_gateway,omitempty"`
+		Routed      *phaseJSON `json:"baseline_routed,omitempty"`
+		RoutedRatio *float64   `json:"ratio_gateway_kafka_routed,omitempty"`
+		RoutedCPU   *float64   `json:"cpu_ratio_kafka_routed_gateway,omitempty"`
 		LoadAvg     string     `json:"load_average"`
 	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
 		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway, c)}
@@ -297,6 +315,14 @@ func benchJSON(r BenchReport) any {
 		out.Baseline, out.Ratio = &b, &ratio
 		if cr := r.CPURatio(); cr > 0 {
 			out.CPURatio = &cr
+		}
+	}
+	if r.Routed != nil {
+		b := toPhaseJSON(*r.Routed, c)
+		ratio := r.RoutedRatio()
+		out.Routed, out.RoutedRatio = &b, &ratio
+		if cr := r.RoutedCPURatio(); cr > 0 {
+			out.RoutedCPU = &cr
 		}
 	}
 	return out

@@ -42,6 +42,12 @@ type Generator struct {
 	n       int64
 	seq     []int64
 	names   []string
+	sources []string // R: each session's source; D: each session's task id
+	last    struct { // the event Next returned last, for Attrs
+		id  ulid.ULID
+		s   int
+		seq int64
+	}
 }
 
 // NewGenerator returns a Generator for o.
@@ -65,8 +71,14 @@ func NewGenerator(o GenOptions) *Generator {
 		seq:     make([]int64, o.Sessions),
 		names:   make([]string, o.Sessions),
 	}
+	g.sources = make([]string, o.Sessions)
 	for i := range g.names {
 		g.names[i] = fmt.Sprintf("s_%06d", i)
+		if o.Dialect == aep.DialectD {
+			g.sources[i] = "task_" + g.names[i]
+		} else {
+			g.sources[i] = "aep://aepctl/gen/session/" + g.names[i]
+		}
 	}
 	return g
 }
@@ -97,6 +109,7 @@ func (g *Generator) Next(dst []byte) ([]byte, string) {
 		g.entropy = ulid.Monotonic(rand.NewChaCha8(seed32(g.opt.Seed+uint64(i))), 0)
 		id = ulid.MustNew(ulid.Timestamp(t), g.entropy)
 	}
+	g.last.id, g.last.s, g.last.seq = id, s, seq
 	start := len(dst)
 	if g.opt.Dialect == aep.DialectD {
 		dst = g.appendD(dst, id, t, s, i, seq)
@@ -115,19 +128,38 @@ func (g *Generator) Next(dst []byte) ([]byte, string) {
 	return dst, g.names[s]
 }
 
-func (g *Generator) appendR(dst []byte, id ulid.ULID, t time.Time, s int, i, seq int64) []byte {
-	typ := "progress.update"
-	if seq == 0 {
-		typ = "session.started"
+// Attrs returns the routing attributes of the event Next returned last, as
+// the gateway's parser reads them (a test holds the two equal), built from
+// what the generator knows instead of by parsing: a baseline that writes the
+// gateway's record format pays a producer's cost for its headers, no more.
+func (g *Generator) Attrs() aep.Attrs {
+	name := g.names[g.last.s]
+	if g.opt.Dialect == aep.DialectD {
+		return aep.Attrs{Dialect: aep.DialectD, ID: g.last.id.String(), Type: "task.progress", Source: "agent:aepctl",
+			Session: name, Task: g.sources[g.last.s]}
 	}
+	return aep.Attrs{Dialect: aep.DialectR, ID: g.last.id.String(), Type: rType(g.last.seq), Source: g.sources[g.last.s],
+		Agent: "aepctl", Session: name, HasEpoch: true, Seq: g.last.seq, HasSeq: true}
+}
+
+// rType is the type of a generated R event: each session starts, then
+// reports progress.
+func rType(seq int64) string {
+	if seq == 0 {
+		return "session.started"
+	}
+	return "progress.update"
+}
+
+func (g *Generator) appendR(dst []byte, id ulid.ULID, t time.Time, s int, i, seq int64) []byte {
 	dst = append(dst, `{"aep":"0.1","id":"`...)
 	dst = appendULID(dst, id)
 	dst = append(dst, `","type":"`...)
-	dst = append(dst, typ...)
+	dst = append(dst, rType(seq)...)
 	dst = append(dst, `","time":"`...)
 	dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
-	dst = append(dst, `","source":"aep://aepctl/gen/session/`...)
-	dst = append(dst, g.names[s]...)
+	dst = append(dst, `","source":"`...)
+	dst = append(dst, g.sources[s]...)
 	dst = append(dst, `","agent":"aepctl","session":"`...)
 	dst = append(dst, g.names[s]...)
 	dst = append(dst, `","seq":`...)
@@ -142,8 +174,8 @@ func (g *Generator) appendD(dst []byte, id ulid.ULID, t time.Time, s int, i, seq
 	dst = appendULID(dst, id)
 	dst = append(dst, `","type":"task.progress","source":"agent:aepctl","session_id":"`...)
 	dst = append(dst, g.names[s]...)
-	dst = append(dst, `","task_id":"task_`...)
-	dst = append(dst, g.names[s]...)
+	dst = append(dst, `","task_id":"`...)
+	dst = append(dst, g.sources[s]...)
 	dst = append(dst, `","created_at":"`...)
 	dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
 	dst = append(dst, `","payload":{"n":`...)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -74,6 +75,28 @@ func TestGenEventsValidate(t *testing.T) {
 				t.Fatalf("%d sessions, want %d", len(nextSeq), tc.sessions)
 			}
 		})
+	}
+}
+
+// TestGenAttrsAreTheParsers holds Generator.Attrs to what the gateway's
+// parser reads from the same event, so the routed baseline's records carry
+// exactly the gateway's headers.
+func TestGenAttrsAreTheParsers(t *testing.T) {
+	for _, d := range []aep.Dialect{aep.DialectR, aep.DialectD} {
+		for _, size := range []int{0, 600} {
+			g := NewGenerator(GenOptions{Dialect: d, Sessions: 3, Size: size})
+			var buf []byte
+			for i := range 20 {
+				buf, _ = g.Next(buf[:0])
+				want, err := aep.Parse(buf, aep.Limits{})
+				if err != nil {
+					t.Fatalf("%s event %d: %v", d, i, err)
+				}
+				if got := g.Attrs(); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s event %d: Attrs\n%+v\nparser\n%+v", d, i, got, want)
+				}
+			}
+		}
 	}
 }
 
