@@ -23,6 +23,10 @@ type ingestJSON struct {
 	Baseline    *phase  `json:"baseline"`
 	Ratio       float64 `json:"ratio_gateway_kafka"`
 	CPURatio    float64 `json:"cpu_ratio_kafka_gateway"` // 0: not measured
+	// Routed is the baseline writing the gateway's own records (key and
+	// routing headers); nil when the run had none.
+	Routed      *phase  `json:"baseline_routed"`
+	RoutedRatio float64 `json:"ratio_gateway_kafka_routed"`
 }
 
 // ingestRuns are the ingest reports bench-report.sh writes, as
@@ -204,6 +208,10 @@ func (r *results) ingestRows() []row {
 		peer := "franz-go direct produce " + evs(x.Baseline.AcceptedPerS)
 		if x.CPURatio > 0 {
 			peer += fmt.Sprintf(" (CPU time per event, direct over gateway: %.2f)", x.CPURatio)
+		}
+		if x.Routed != nil && x.Baseline.AcceptedPerS > 0 {
+			peer += fmt.Sprintf("; the same producer writing the gateway's records (key, routing headers) %s = %.2f of direct, gateway/that %.2f",
+				evs(x.Routed.AcceptedPerS), x.Routed.AcceptedPerS/x.Baseline.AcceptedPerS, x.RoutedRatio)
 		}
 		out = append(out, row{fmt.Sprintf(c.what, x.Concurrency), evs(x.Gateway.AcceptedPerS) + " ev/s",
 			peer, fmt.Sprintf("%.2f", x.Ratio), fmt.Sprintf("≥ %.1f", goal), verdict(x.Ratio >= goal)})
