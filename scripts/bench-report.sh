@@ -67,7 +67,7 @@ ingest_runs() { # $1: file prefix, $2: baseline brokers, $3...: extra bench flag
     shift 2
     say "ingest ($name): batch $b, concurrency $c, $BENCH_DURATION per phase"
     bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
-      --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --baseline-routed --gateway-pid "$gw_pid" "$@" \
+      --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --baseline-routed --baseline-http --gateway-pid "$gw_pid" "$@" \
       --output json --progress >"$BENCH_OUT/ingest-$name$b.json"
   done
 }

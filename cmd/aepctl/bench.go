@@ -74,6 +74,11 @@ type BenchConfig struct {
 	// instead of bare values: what the record format itself costs Kafka
 	// and a producer, the floor of any gateway writing it.
 	BaselineRouted bool
+	// BaselineHTTP adds a phase that sends the same requests to a server
+	// that only reads them and answers 202 (aepctl bench http-sink, started
+	// as a child process): what HTTP/1.1 itself costs here, before any
+	// gateway work. Independent of BaselineBrokers.
+	BaselineHTTP bool
 
 	// GatewayPID and BrokerPID, when not zero, are processes on this
 	// machine whose CPU time each phase reports beside aepctl's own
@@ -220,6 +225,9 @@ type PhaseReport struct {
 	FromSchedule LatencySummary
 	// CPU is the CPU time the measured processes used during the phase.
 	CPU PhaseCPU
+	// Server names the process in CPU.Gateway when it is not the gateway:
+	// "sink" for the http-floor phase; empty means the gateway.
+	Server string
 }
 
 // PhaseCPU is the CPU time of the processes of a run during one phase. On a
@@ -275,6 +283,8 @@ type BenchReport struct {
 	Gateway  PhaseReport
 	Baseline *PhaseReport // nil without BaselineBrokers
 	Routed   *PhaseReport // nil without BaselineRouted
+	// HTTPFloor is the http-floor phase; nil without BaselineHTTP.
+	HTTPFloor *PhaseReport
 }
 
 // Ratio is the gateway's accepted events/s over the baseline's, or 0.
@@ -283,6 +293,10 @@ func (r BenchReport) Ratio() float64 { return r.ratioTo(r.Baseline) }
 // RoutedRatio is the gateway's accepted events/s over the routed
 // baseline's, or 0.
 func (r BenchReport) RoutedRatio() float64 { return r.ratioTo(r.Routed) }
+
+// HTTPFloorRatio is the gateway's accepted events/s over the http-floor
+// phase's, or 0.
+func (r BenchReport) HTTPFloorRatio() float64 { return r.ratioTo(r.HTTPFloor) }
 
 func (r BenchReport) ratioTo(p *PhaseReport) float64 {
 	if p == nil || p.AcceptedPerSec() == 0 {
@@ -299,6 +313,9 @@ func (r BenchReport) CPURatio() float64 { return r.cpuRatioTo(r.Baseline) }
 
 // RoutedCPURatio is CPURatio against the routed baseline.
 func (r BenchReport) RoutedCPURatio() float64 { return r.cpuRatioTo(r.Routed) }
+
+// HTTPFloorCPURatio is CPURatio against the http-floor phase.
+func (r BenchReport) HTTPFloorCPURatio() float64 { return r.cpuRatioTo(r.HTTPFloor) }
 
 func (r BenchReport) cpuRatioTo(p *PhaseReport) float64 {
 	if p == nil || r.Config.GatewayPID == 0 {
@@ -332,8 +349,9 @@ type batchSender interface {
 	send(ctx context.Context, b *loadBatch) outcome
 }
 
-// RunBench runs the gateway phase and, with BaselineBrokers, the Kafka
-// phase after it, each bounded by Duration and MaxEvents, and reports both.
+// RunBench runs the gateway phase and after it, as configured, the Kafka
+// phases (bare, routed) and the http-floor phase, each bounded by Duration
+// and MaxEvents, and reports them all.
 // It returns when every goroutine it started has stopped. Cancelling ctx
 // ends the run early; what was measured is still reported.
 func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
@@ -353,23 +371,39 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 	}
 	start := time.Now()
 	rep.Gateway = runPhase(ctx, cfg, start, "gateway", cfg.URL+Endpoint(cfg.Dialect), hs)
+	if err := runBaselines(ctx, cfg, start, &rep); err != nil {
+		return rep, err
+	}
+	if cfg.BaselineHTTP && ctx.Err() == nil {
+		p, err := runHTTPFloor(ctx, cfg, start)
+		if err != nil {
+			return rep, fmt.Errorf("http floor: %w", err)
+		}
+		rep.HTTPFloor = &p
+	}
+	return rep, nil
+}
+
+// runBaselines runs the Kafka phases into rep: the bare baseline and, with
+// BaselineRouted, the routed one.
+func runBaselines(ctx context.Context, cfg BenchConfig, start time.Time, rep *BenchReport) error {
 	if len(cfg.BaselineBrokers) == 0 || ctx.Err() != nil {
-		return rep, nil
+		return nil
 	}
 	ks, err := newKafkaSender(ctx, cfg)
 	if err != nil {
-		return rep, fmt.Errorf("baseline: %w", err)
+		return fmt.Errorf("baseline: %w", err)
 	}
 	defer ks.close()
 	b := runPhase(ctx, cfg, start, "kafka", fmt.Sprintf("%v topic %s", cfg.BaselineBrokers, cfg.BaselineTopic), ks)
 	rep.Baseline = &b
 	if !cfg.BaselineRouted || ctx.Err() != nil {
-		return rep, nil
+		return nil
 	}
 	routed := runPhase(ctx, cfg, start, "kafka-routed",
 		fmt.Sprintf("%v topic %s, the gateway's record format", cfg.BaselineBrokers, cfg.BaselineTopic), routedSender{ks})
 	rep.Routed = &routed
-	return rep, nil
+	return nil
 }
 
 // runPhase drives one sender: a dispatcher generates batches on schedule

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +10,7 @@ import (
 	"time"
 )
 
-const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS [--baseline-routed]] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS [--baseline-routed]] [--baseline-http] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
 
 const benchHelp = `Load tests for a gateway, bounded in time and events, each beside a
 baseline measured in the same run.
@@ -21,7 +22,9 @@ Usage:
                                 --baseline-kafka BROKERS runs the same events
                                 straight into Kafka for a ratio from the same run;
                                 --baseline-routed adds a phase whose records carry
-                                the gateway's key and routing headers too
+                                the gateway's key and routing headers too;
+                                --baseline-http sends the same requests to a
+                                server that only reads them and answers 202
   aepctl bench fanout [flags]   one publisher, N live subscribers over SSE and
                                 WebSocket, saturated: deliveries per CPU-second
                                 of the server process, gateway vs Centrifugo v6
@@ -32,6 +35,9 @@ Usage:
                                 then all closed at once (peak RSS)
   aepctl bench cleanup --kafka-brokers B --prefix aepctl.bench.RUN.
                                 delete a run's topics from a shared broker
+  aepctl bench http-sink --listen HOST:PORT
+                                the server of bench ingest --baseline-http, which
+                                starts and stops it: reads requests, answers 202
 
 fanout, latency and idle start the servers they measure (--gateway-bin, and
 Centrifugo from PATH or $GOPATH/bin) or are pointed at running ones (--url
@@ -56,6 +62,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return cmdBenchIdle(ctx, args[1:], stdout, stderr)
 		case "cleanup":
 			return cmdBenchCleanup(args[1:], stdout, stderr)
+		case "http-sink": // the server of bench ingest --baseline-http
+			return cmdBenchHTTPSink(ctx, args[1:], stdout, stderr)
 		case "-h", "--help", "-help", "help":
 			fmt.Fprint(stdout, benchHelp)
 			return nil
@@ -82,6 +90,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
 	baselineTopic := fs.String("baseline-topic", "aepctl.bench.baseline", "topic of the Kafka baseline (created when missing)")
 	baselineRouted := fs.Bool("baseline-routed", false, "with --baseline-kafka, also produce the records the gateway writes (session key, routing headers, the event): the record format's own cost, the floor of any gateway")
+	baselineHTTP := fs.Bool("baseline-http", false, "also send the same requests to a server that only reads them and answers 202 (aepctl bench http-sink, started as a child process): what HTTP itself costs here")
 	baselineParts := fs.Int("baseline-partitions", 12, "partitions of a created baseline topic (the gateway's default for tenant topics)")
 	gatewayPID := fs.Int("gateway-pid", 0, "the gateway's process id on this machine: report its CPU time per event in each phase")
 	brokerPID := fs.Int("broker-pid", 0, "the Kafka broker's process id on this machine (not with the gateway's embedded broker, which --gateway-pid counts): report its CPU time per event")
@@ -111,7 +120,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	cfg := BenchConfig{Dialect: d, URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
 		Concurrency: *conc, Batch: *batch, Sessions: *sessions, Size: *size, AllowRemote: *allowRemote,
 		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts,
-		GatewayPID: *gatewayPID, BrokerPID: *brokerPID}
+		GatewayPID: *gatewayPID, BrokerPID: *brokerPID, BaselineHTTP: *baselineHTTP}
 	if *maxRate {
 		cfg.Rate = 0
 	}
@@ -141,7 +150,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	if rep.Gateway.Accepted == 0 || rep.Gateway.Rejected > 0 || rep.Gateway.Failed > 0 {
 		return errRejected
 	}
-	for _, b := range []*PhaseReport{rep.Baseline, rep.Routed} {
+	for _, b := range []*PhaseReport{rep.Baseline, rep.Routed, rep.HTTPFloor} {
 		if b != nil && (b.Accepted == 0 || b.Failed > 0) {
 			return errRejected
 		}
@@ -159,19 +168,18 @@ func printBench(w io.Writer, r BenchReport) {
 	fmt.Fprintf(w, "bench ingest: dialect %s, target %s, duration %v, concurrency %d, batch %d, sessions %d, event size %s\n",
 		c.Dialect, target, c.Duration, c.Concurrency, c.Batch, c.Sessions, sizeText(c.Size))
 	printPhase(w, r.Gateway)
-	if r.Baseline != nil {
-		printPhase(w, *r.Baseline)
-		fmt.Fprintf(w, "ratio gateway/kafka accepted events/s: %.2f\n", r.Ratio())
-		if cr := r.CPURatio(); cr > 0 {
-			fmt.Fprintf(w, "ratio kafka/gateway CPU time per event (measured processes): %.2f\n", cr)
+	for _, p := range []*PhaseReport{r.Baseline, r.Routed, r.HTTPFloor} {
+		if p == nil {
+			continue
+		}
+		printPhase(w, *p)
+		fmt.Fprintf(w, "ratio gateway/%s accepted events/s: %.2f\n", p.Name, r.ratioTo(p))
+		if cr := r.cpuRatioTo(p); cr > 0 {
+			fmt.Fprintf(w, "ratio %s/gateway CPU time per event (measured processes): %.2f\n", p.Name, cr)
 		}
 	}
-	if r.Routed != nil {
-		printPhase(w, *r.Routed)
-		fmt.Fprintf(w, "ratio gateway/kafka-routed accepted events/s: %.2f\n", r.RoutedRatio())
-		if cr := r.RoutedCPURatio(); cr > 0 {
-			fmt.Fprintf(w, "ratio kafka-routed/gateway CPU time per event (measured processes): %.2f\n", cr)
-		}
+	if r.HTTPFloor != nil && r.Baseline != nil && r.Baseline.AcceptedPerSec() > 0 {
+		fmt.Fprintf(w, "ratio http-floor/kafka accepted events/s: %.2f\n", r.HTTPFloor.AcceptedPerSec()/r.Baseline.AcceptedPerSec())
 	}
 	fmt.Fprintf(w, "load average: %s\n", loadAvg())
 }
@@ -201,7 +209,7 @@ func printPhase(w io.Writer, p PhaseReport) {
 	c := p.CPU
 	fmt.Fprintf(w, "  CPU per event: aepctl %.2fµs", p.PerEvent(c.Client))
 	if c.Gateway > 0 {
-		fmt.Fprintf(w, "  gateway %.2fµs", p.PerEvent(c.Gateway))
+		fmt.Fprintf(w, "  %s %.2fµs", cmp.Or(p.Server, "gateway"), p.PerEvent(c.Gateway))
 	}
 	if c.Broker > 0 {
 		fmt.Fprintf(w, "  broker %.2fµs", p.PerEvent(c.Broker))
@@ -242,21 +250,27 @@ type phaseJSON struct {
 }
 
 // cpuJSON is CPU time per accepted event in microseconds; gateway and
-// broker are omitted when their process was not given.
+// broker are omitted when their process was not given; sink is the
+// http-floor phase's server in the gateway's place.
 type cpuJSON struct {
 	Client  float64  `json:"aepctl"`
 	Gateway *float64 `json:"gateway,omitempty"`
+	Sink    *float64 `json:"sink,omitempty"`
 	Broker  *float64 `json:"broker,omitempty"`
 	Total   float64  `json:"total"`
 }
 
 func toCPUJSON(p PhaseReport, cfg BenchConfig) cpuJSON {
 	j := cpuJSON{Client: p.PerEvent(p.CPU.Client), Total: p.PerEvent(p.CPU.Total())}
-	if cfg.GatewayPID > 0 {
+	switch {
+	case p.Server == "sink":
+		v := p.PerEvent(p.CPU.Gateway)
+		j.Sink = &v
+	case cfg.GatewayPID > 0:
 		v := p.PerEvent(p.CPU.Gateway)
 		j.Gateway = &v
 	}
-	if cfg.BrokerPID > 0 {
+	if cfg.BrokerPID > 0 && p.Server == "" {
 		v := p.PerEvent(p.CPU.Broker)
 		j.Broker = &v
 	}
@@ -306,26 +320,31 @@ func benchJSON(r BenchReport) any {
 		Routed      *phaseJSON `json:"baseline_routed,omitempty"`
 		RoutedRatio *float64   `json:"ratio_gateway_kafka_routed,omitempty"`
 		RoutedCPU   *float64   `json:"cpu_ratio_kafka_routed_gateway,omitempty"`
+		HTTPFloor   *phaseJSON `json:"baseline_http,omitempty"`
+		HTTPRatio   *float64   `json:"ratio_gateway_http_floor,omitempty"`
+		HTTPCPU     *float64   `json:"cpu_ratio_http_floor_gateway,omitempty"`
 		LoadAvg     string     `json:"load_average"`
 	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
 		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway, c)}
-	if r.Baseline != nil {
-		b := toPhaseJSON(*r.Baseline, c)
-		ratio := r.Ratio()
-		out.Baseline, out.Ratio = &b, &ratio
-		if cr := r.CPURatio(); cr > 0 {
-			out.CPURatio = &cr
-		}
-	}
-	if r.Routed != nil {
-		b := toPhaseJSON(*r.Routed, c)
-		ratio := r.RoutedRatio()
-		out.Routed, out.RoutedRatio = &b, &ratio
-		if cr := r.RoutedCPURatio(); cr > 0 {
-			out.RoutedCPU = &cr
-		}
-	}
+	out.Baseline, out.Ratio, out.CPURatio = baselineJSON(r, r.Baseline)
+	out.Routed, out.RoutedRatio, out.RoutedCPU = baselineJSON(r, r.Routed)
+	out.HTTPFloor, out.HTTPRatio, out.HTTPCPU = baselineJSON(r, r.HTTPFloor)
 	return out
+}
+
+// baselineJSON is a baseline phase for --output json with its ratios to
+// the gateway phase (events/s, and CPU time when measured); nils for nil.
+func baselineJSON(r BenchReport, p *PhaseReport) (*phaseJSON, *float64, *float64) {
+	if p == nil {
+		return nil, nil, nil
+	}
+	b := toPhaseJSON(*p, r.Config)
+	ratio := r.ratioTo(p)
+	var cpu *float64
+	if cr := r.cpuRatioTo(p); cr > 0 {
+		cpu = &cr
+	}
+	return &b, &ratio, cpu
 }
 
 // cmdBenchCleanup deletes the topics a bench run left on a shared broker;

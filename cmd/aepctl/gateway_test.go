@@ -59,6 +59,16 @@ func (g *testGateway) records(topic string) int64 {
 // 10s passed, and returns the values.
 func (g *testGateway) readValues(topic string, want int) [][]byte {
 	g.t.Helper()
+	var out [][]byte
+	for _, r := range g.readRecords(topic, want) {
+		out = append(out, r.Value)
+	}
+	return out
+}
+
+// readRecords is readValues with the whole records.
+func (g *testGateway) readRecords(topic string, want int) []*kgo.Record {
+	g.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(g.cluster.ListenAddrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -67,9 +77,9 @@ func (g *testGateway) readValues(topic string, want int) [][]byte {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out [][]byte
+	var out []*kgo.Record
 	for len(out) < want && ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r.Value) })
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
 	return out
 }

@@ -27,6 +27,10 @@ type ingestJSON struct {
 	// routing headers); nil when the run had none.
 	Routed      *phase  `json:"baseline_routed"`
 	RoutedRatio float64 `json:"ratio_gateway_kafka_routed"`
+	// HTTPFloor is the same requests to a server that only reads them and
+	// answers 202; nil when the run had none.
+	HTTPFloor      *phase  `json:"baseline_http"`
+	HTTPFloorRatio float64 `json:"ratio_gateway_http_floor"`
 }
 
 // ingestRuns are the ingest reports bench-report.sh writes, as
@@ -212,6 +216,10 @@ func (r *results) ingestRows() []row {
 		if x.Routed != nil && x.Baseline.AcceptedPerS > 0 {
 			peer += fmt.Sprintf("; the same producer writing the gateway's records (key, routing headers) %s = %.2f of direct, gateway/that %.2f",
 				evs(x.Routed.AcceptedPerS), x.Routed.AcceptedPerS/x.Baseline.AcceptedPerS, x.RoutedRatio)
+		}
+		if x.HTTPFloor != nil && x.Baseline.AcceptedPerS > 0 {
+			peer += fmt.Sprintf("; an HTTP server that only reads the requests and answers 202 %s = %.2f of direct, gateway/that %.2f",
+				evs(x.HTTPFloor.AcceptedPerS), x.HTTPFloor.AcceptedPerS/x.Baseline.AcceptedPerS, x.HTTPFloorRatio)
 		}
 		out = append(out, row{fmt.Sprintf(c.what, x.Concurrency), evs(x.Gateway.AcceptedPerS) + " ev/s",
 			peer, fmt.Sprintf("%.2f", x.Ratio), fmt.Sprintf("≥ %.1f", goal), verdict(x.Ratio >= goal)})
