@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -231,14 +232,10 @@ func directLatency(ctx context.Context, brokers []string, topic string, cfg Late
 		return LatencyResult{}, fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	// Consume from the current ends, exactly: nothing published is missed.
-	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
-	ends, err := kadm.NewClient(prod).ListEndOffsets(lctx, topic)
-	lcancel()
+	at, err := endOffsets(ctx, kadm.NewClient(prod), topic, 12)
 	if err != nil {
-		return LatencyResult{}, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return LatencyResult{}, err
 	}
-	at := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) { at[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchMaxWait(time.Second),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: at}))
 	if err != nil {
@@ -265,6 +262,34 @@ func directLatency(ctx context.Context, brokers []string, topic string, cfg Late
 		return LatencyResult{}, err
 	}
 	return probe.finish("direct", cfg.Rate, sent), nil
+}
+
+// endOffsets returns the end offset of each of the topic's parts
+// partitions. A topic created a moment ago may not be known to every
+// broker yet: its partitions then list with an error (or as partition -1,
+// the whole topic unknown), so it asks again every 100ms, for up to 15s.
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string, parts int) (map[int32]kgo.Offset, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		at := map[int32]kgo.Offset{}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && o.Partition >= 0 {
+				at[o.Partition] = kgo.NewOffset().At(o.Offset)
+			} else if err == nil {
+				err = o.Err
+			}
+		})
+		if err == nil && len(at) == parts {
+			return at, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("end offsets of %s: %d of %d partitions listed: %w", topic, len(at), parts, cmp.Or(err, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // LatencyReport is every phase of one command.
