@@ -59,7 +59,19 @@ run() { # mode
 			echo $! >>"$dir/curls.$mode"
 		done
 	done
-	sleep 5 # the streams start
+	# Every stream must be open before the first event is published: a stream
+	# without a cursor starts at the end of the log, so one that subscribed
+	# after a batch would never see it (a fixed sleep lost one batch once).
+	local open=0
+	for _ in $(seq 1 600); do
+		open=$(cat "$dir/$mode".*.sse 2>/dev/null | grep -c '^: stream open' || true)
+		[ "$open" -ge $((${#ports[@]} * 10#$TENANTS)) ] && break
+		sleep 0.1
+	done
+	if [ "$open" -lt $((${#ports[@]} * 10#$TENANTS)) ]; then
+		echo "only $open streams opened" >&2
+		exit 1
+	fi
 	if [ "$mode" = workers ]; then
 		# The worker's group finds the new tenant topics (metadata, <= 10 s) and
 		# answers every registration with a marker per partition.
