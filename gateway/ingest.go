@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -88,12 +89,13 @@ type outcome struct {
 
 func (o *outcome) accepted() bool { return o.parseErr == nil && o.writeErr == nil }
 
-// validate parses every frame; it reports whether all were valid.
-func (in *ingestor) validate(d aep.Dialect, frames []frame) ([]outcome, bool) {
-	outs := make([]outcome, len(frames))
+// validate parses every frame into outs (grown from dst, whose elements are
+// overwritten); it reports whether all were valid.
+func (in *ingestor) validate(d aep.Dialect, frames []frame, dst []outcome) ([]outcome, bool) {
+	outs := grow(dst, len(frames))
 	ok := true
 	for i, f := range frames {
-		outs[i].frame = f
+		outs[i] = outcome{frame: f}
 		if f.oversize {
 			outs[i].parseErr = &aep.Error{Dialect: d, Kind: aep.KindLimit, Code: limitCode(d),
 				Message: f.oversizeMessage(in.limits.MaxEventBytes), Offset: -1}
@@ -128,7 +130,10 @@ func asParseError(d aep.Dialect, err error) *aep.Error {
 // of a copy. Without it (bytes lent by a caller that may reuse them once
 // write returns, while Kafka may still hold an unacknowledged record), the
 // values are copied.
-func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome, owned bool) error {
+//
+// The records are built in rb (nil: fresh buffers); rb.held reports on
+// return whether Kafka may still hold some of them.
+func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome, owned bool, rb *recBufs) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.timeout)
 	defer cancel()
 	info, err := in.topics.Ensure(ctx, tenant)
@@ -140,13 +145,17 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		}
 		return err
 	}
-	recs, idx := in.records(info.Name, outs, owned)
+	if rb == nil {
+		rb = new(recBufs)
+	}
+	recs, idx := in.records(info.Name, outs, owned, rb)
 	if len(recs) == 0 {
 		return nil
 	}
 	spans := traceEvents(ctx, tenant, d, recs, outs, idx)
 	start := time.Now()
 	errs := in.writer.Write(ctx, recs)
+	rb.held = slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, ErrUnacknowledged) })
 	in.metrics.produceLatency.WithLabelValues(d.String()).Observe(time.Since(start).Seconds())
 	endEvents(spans, errs)
 	var firstErr error
@@ -167,11 +176,12 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 	return firstErr
 }
 
-// records builds the records of the events of outs that parsed, and the
-// index in outs of each. Records, keys and header values come from one
-// allocation each for the whole request, not several per event. Values
-// alias the frames' bytes when owned, else are copied into one allocation.
-func (in *ingestor) records(topic string, outs []outcome, owned bool) ([]*kgo.Record, []int) {
+// records builds, in rb, the records of the events of outs that parsed,
+// and the index in outs of each. Records, keys and header values share one
+// array each for the whole request (rb's, when large enough), not several
+// per event. Values alias the frames' bytes when owned, else are copied
+// into one array.
+func (in *ingestor) records(topic string, outs []outcome, owned bool, rb *recBufs) ([]*kgo.Record, []int) {
 	const hdrsPerEvent = 12
 	size, hsize := 0, 0
 	for i := range outs {
@@ -180,16 +190,26 @@ func (in *ingestor) records(topic string, outs []outcome, owned bool) ([]*kgo.Re
 			hsize += partitioning.HeaderValuesLen(&outs[i].attrs)
 		}
 	}
-	slab := make([]kgo.Record, len(outs))
+	// franz-go fills in a record's partition, offset, timestamp and more:
+	// a reused record starts from zero.
+	rb.slab = grow(rb.slab, len(outs))
+	clear(rb.slab)
+	slab := rb.slab
 	var vals []byte
 	if !owned {
-		vals = make([]byte, 0, size)
+		rb.vals = grow(rb.vals, size)
+		vals = rb.vals[:0]
 	}
-	keys := make([]byte, 0, 32*len(outs)) // never nil: an empty key stays empty, not null
-	hdrs := make([]kgo.RecordHeader, len(outs)*hdrsPerEvent)
-	hvals := make([]byte, 0, hsize)
-	recs := make([]*kgo.Record, 0, len(outs))
-	idx := make([]int, 0, len(outs))
+	rb.keys = grow(rb.keys, 32*len(outs))
+	keys := rb.keys[:0] // never nil: an empty key stays empty, not null
+	rb.hdrs = grow(rb.hdrs, len(outs)*hdrsPerEvent)
+	hdrs := rb.hdrs
+	rb.hvals = grow(rb.hvals, hsize)
+	hvals := rb.hvals[:0]
+	rb.recs = grow(rb.recs, len(outs))
+	recs := rb.recs[:0]
+	rb.idx = grow(rb.idx, len(outs))
+	idx := rb.idx[:0]
 	for i := range outs {
 		o := &outs[i]
 		if o.parseErr != nil {
@@ -277,15 +297,16 @@ const maxPresizedBody = 1 << 20
 // readBody reads a request body bounded by the body limit. A body over the
 // limit is reported as tooLarge. With a Content-Length up to
 // maxPresizedBody the body is read into one buffer of that size (no growing
-// and copying); the buffer is the request's own, so records may alias it
-// (ingestor.write's owned).
-func readBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, tooLarge bool, err error) {
+// and copying): buf when its capacity holds the Content-Length (a pooled
+// reqBufs body), else a new one. Either is the request's own until its
+// answer is written, so records may alias it (ingestor.write's owned).
+func readBody(w http.ResponseWriter, r *http.Request, max int64, buf []byte) (body []byte, tooLarge bool, err error) {
 	if r.ContentLength > max {
 		return nil, true, fmt.Errorf("request body is %d bytes, over the %d-byte limit", r.ContentLength, max)
 	}
 	rd := http.MaxBytesReader(w, r.Body, max)
 	if r.ContentLength > 0 && r.ContentLength <= maxPresizedBody {
-		body = make([]byte, r.ContentLength)
+		body = grow(buf, int(r.ContentLength))
 		var n int
 		n, err = io.ReadFull(rd, body) // a short body is io.ErrUnexpectedEOF, as io.ReadAll reports it
 		body = body[:n]

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 type dEventError struct {
@@ -51,7 +52,10 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lim := s.ingest.limits
-	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes)
+	bufs := getReqBufs()
+	defer func() { bufs.release(tracing.On()) }() // after the answer is written
+	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes, bufs.body)
+	bufs.body = body
 	if s.refuseBody(w, d, err) {
 		return
 	}
@@ -66,9 +70,9 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	var frames []frame
 	if mt == "application/x-ndjson" {
-		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, nil)
+		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, bufs.frames[:0])
 	} else {
-		frames, err = splitJSON(body, true, lim.MaxEventBytes, lim.MaxBatchEvents, nil)
+		frames, err = splitJSON(body, true, lim.MaxEventBytes, lim.MaxBatchEvents, bufs.frames[:0])
 	}
 	if err != nil {
 		var fe *framingError
@@ -86,7 +90,9 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	outs, _ := s.ingest.validate(d, frames)
+	bufs.frames = frames
+	outs, _ := s.ingest.validate(d, frames, bufs.outs)
+	bufs.outs = outs
 	resp := dIngestResponse{Errors: []dEventError{}, Positions: make([]dPosition, 0, len(outs))}
 	valid := 0
 	for i := range outs {
@@ -110,7 +116,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	var writeErr error
 	if valid > 0 {
-		writeErr = s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true)
+		writeErr = s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true, &bufs.recBufs)
 	}
 	for i := range outs {
 		o := &outs[i]

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // rPosition is where an accepted event landed in the log.
@@ -55,7 +56,10 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lim := s.ingest.limits
-	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes)
+	bufs := getReqBufs()
+	defer func() { bufs.release(tracing.On()) }() // after the answer is written
+	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes, bufs.body)
+	bufs.body = body
 	if s.refuseBody(w, d, err) {
 		return
 	}
@@ -71,9 +75,9 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	}
 	var frames []frame
 	if mt == "application/x-ndjson" {
-		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, nil)
+		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, bufs.frames[:0])
 	} else {
-		frames, err = splitJSON(body, false, lim.MaxEventBytes, 1, nil)
+		frames, err = splitJSON(body, false, lim.MaxEventBytes, 1, bufs.frames[:0])
 	}
 	if err != nil {
 		s.writeFramingR(w, err)
@@ -84,12 +88,14 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	outs, ok := s.ingest.validate(d, frames)
+	bufs.frames = frames
+	outs, ok := s.ingest.validate(d, frames, bufs.outs)
+	bufs.outs = outs
 	if !ok {
 		s.writeInvalidR(w, outs)
 		return
 	}
-	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true)
+	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true, &bufs.recBufs)
 	resp := rUnavailable{Positions: make([]rPosition, 0, len(outs))}
 	for i := range outs {
 		o := &outs[i]

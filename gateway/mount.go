@@ -62,7 +62,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 			frames[i] = frame{index: i, line: 1, oversize: true, size: len(ev)}
 		}
 	}
-	outs, _ := s.ingest.validate(d, frames)
+	outs, _ := s.ingest.validate(d, frames, nil)
 	valid := 0
 	for i := range outs {
 		if outs[i].parseErr == nil {
@@ -73,7 +73,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 	}
 	if valid > 0 {
 		mctx, span := tracing.StartMessage(ctx, d.String(), tenant, len(events))
-		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs, false))
+		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs, false, nil))
 	}
 	res := make([]IngestResult, len(outs))
 	accepted := 0

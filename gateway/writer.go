@@ -17,6 +17,10 @@ import (
 // recs[i].Partition and recs[i].Offset hold its place in the log. Records of
 // one call keep their order within a partition. Write is safe for concurrent
 // use. Cancelling ctx abandons waiting only for records not yet sent.
+//
+// Once Write returns, the caller reuses the records and the bytes they
+// point to for its next request, except when some outcome is
+// ErrUnacknowledged: a Writer must not read them afterwards otherwise.
 type Writer interface {
 	Write(ctx context.Context, recs []*kgo.Record) []error
 }
