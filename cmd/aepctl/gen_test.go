@@ -139,3 +139,25 @@ func BenchmarkGeneratorNext(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMakeBatch is aepctl's own work per event in a bench ingest phase
+// (batches of 100 R events): generating them, and in the routed phase also
+// building their attributes and routing headers. docs/benchmarks.md
+// subtracts it from the routed phase's aepctl CPU time to get the
+// producer's alone.
+func BenchmarkMakeBatch(b *testing.B) {
+	for _, routed := range []bool{false, true} {
+		name := "bare"
+		if routed {
+			name = "routed"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := NewGenerator(GenOptions{Dialect: aep.DialectR, Sessions: 100})
+			b.ReportAllocs()
+			for b.Loop() {
+				makeBatch(g, 100, routed)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/event")
+		})
+	}
+}
