@@ -152,6 +152,7 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 	if len(recs) == 0 {
 		return nil
 	}
+	rb.held = true // until Write has returned (a panic in between leaves it held)
 	spans := traceEvents(ctx, tenant, d, recs, outs, idx)
 	start := time.Now()
 	errs := in.writer.Write(ctx, recs)
