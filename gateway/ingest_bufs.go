@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"net/http"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // reqBufs are the buffers of one HTTP ingest request: the body and what is
@@ -48,10 +51,17 @@ var reqBufPool = sync.Pool{New: func() any { return new(reqBufs) }}
 
 func getReqBufs() *reqBufs { return reqBufPool.Get().(*reqBufs) }
 
+// readBody is the package's readBody into b's body buffer, which it keeps.
+func (b *reqBufs) readBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, tooLarge bool, err error) {
+	body, tooLarge, err = readBody(w, r, max, b.body)
+	b.body = body
+	return body, tooLarge, err
+}
+
 // release gives b back to the pool unless it may still be read (held, or
-// traced) or grew past the bounds. b must not be used afterwards.
-func (b *reqBufs) release(traced bool) {
-	if b.held || traced || cap(b.body) > maxPooledBody || cap(b.outs) > maxPooledEvents || cap(b.slab) > maxPooledEvents {
+// tracing on) or grew past the bounds. b must not be used afterwards.
+func (b *reqBufs) release() {
+	if b.held || tracing.On() || cap(b.body) > maxPooledBody || cap(b.outs) > maxPooledEvents || cap(b.slab) > maxPooledEvents {
 		return
 	}
 	b.body = b.body[:0]

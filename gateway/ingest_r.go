@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // rPosition is where an accepted event landed in the log.
@@ -57,9 +56,8 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	}
 	lim := s.ingest.limits
 	bufs := getReqBufs()
-	defer func() { bufs.release(tracing.On()) }() // after the answer is written
-	body, tooLarge, err := readBody(w, r, lim.MaxBodyBytes, bufs.body)
-	bufs.body = body
+	defer bufs.release() // after the answer is written
+	body, tooLarge, err := bufs.readBody(w, r, lim.MaxBodyBytes)
 	if s.refuseBody(w, d, err) {
 		return
 	}
