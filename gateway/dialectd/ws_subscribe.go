@@ -94,13 +94,27 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	return ok
 }
 
-// startSub validates the filter and starts the engine subscription.
-func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCreated, *wsSubReject) {
+// roomFor is why subscription id cannot be added to the connection: the
+// connection has MaxSubscriptions already, or id is live on it (a durable
+// subscription attached twice: the second claim would fence the first).
+func (c *wsConn) roomFor(id string) *wsSubReject {
 	c.subsMu.Lock()
 	n := len(c.subs)
+	_, dup := c.subs[id]
 	c.subsMu.Unlock()
-	if n >= c.h.cfg.MaxSubscriptions {
-		return nil, nil, &wsSubReject{msg: fmt.Sprintf("too many subscriptions on this connection (at most %d); cancel one first", c.h.cfg.MaxSubscriptions)}
+	switch {
+	case dup:
+		return &wsSubReject{msg: "subscription " + id + " is already attached on this session", details: map[string]string{"subscription_id": id}}
+	case n >= c.h.cfg.MaxSubscriptions:
+		return &wsSubReject{msg: fmt.Sprintf("too many subscriptions on this connection (at most %d); cancel one first", c.h.cfg.MaxSubscriptions)}
+	}
+	return nil
+}
+
+// startSub validates the filter and starts the engine subscription.
+func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCreated, *wsSubReject) {
+	if rej := c.roomFor(id); rej != nil {
+		return nil, nil, rej
 	}
 	if len(payload) == 0 {
 		payload = json.RawMessage(`null`)
