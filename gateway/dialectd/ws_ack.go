@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -221,54 +222,50 @@ func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, []b
 	return c.encodeEvent(s, d.Event, ModeAtLeastOnce, d.Sequence)
 }
 
-// settle feeds event.acknowledged / event.rejected from the socket to every
-// at_least_once subscription of the connection (the message names the
-// event, not the subscription). Nothing is answered: an unknown or
-// duplicate ack is harmless.
-func (c *wsConn) settle(payload json.RawMessage, reject bool) {
+// settle queues event.acknowledged / event.rejected from the socket for
+// every at_least_once subscription of the connection (the message names
+// the event, not the subscription): the acker writes it to the journal of
+// the attached durable subscriptions, then applies it to the streams. A
+// valid ack is not answered (an unknown or duplicate one is harmless); one
+// without an id, or over the limits of POST .../acks, is answered with
+// event.rejected and not applied. Reader only.
+func (c *wsConn) settle(attrs *aep.Attrs, payload json.RawMessage, reject bool) bool {
+	if reject {
+		c.nacks++
+	} else {
+		c.acks++
+	}
 	var p struct {
 		AcknowledgedEventID string      `json:"acknowledged_event_id"`
 		Error               *aep.DError `json:"error"`
 	}
-	if json.Unmarshal(payload, &p) != nil || p.AcknowledgedEventID == "" {
-		return
+	if msg := checkAck(json.Unmarshal(payload, &p), p.AcknowledgedEventID, p.Error); msg != "" {
+		c.flushAcks()
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: wsErr(aep.CodeDInvalidEnvelope, msg, false)})
 	}
-	e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
-	if p.Error != nil && p.Error.Code != "" {
-		e = *p.Error
+	it := wsAck{msgID: attrs.ID, eventID: p.AcknowledgedEventID}
+	if reject {
+		e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
+		if p.Error != nil && p.Error.Code != "" {
+			e = aep.DError{Code: p.Error.Code, Message: p.Error.Message}
+		}
+		it.rej = &e
 	}
-	c.subsMu.Lock()
-	var durs []*engine.DurableStream
-	var attached []string
-	for _, s := range c.subs {
-		if s.dur != nil {
-			durs = append(durs, s.dur)
-		}
-		if s.attached {
-			attached = append(attached, s.id)
-		}
+	c.acker().push(it)
+	return true
+}
+
+// checkAck is why an ack's payload is refused, or "".
+func checkAck(err error, id string, e *aep.DError) string {
+	switch {
+	case err != nil:
+		return "the payload must be an object with acknowledged_event_id"
+	case id == "":
+		return "payload.acknowledged_event_id is required"
+	case len(id) > MaxAckIDBytes:
+		return "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"
+	case e != nil && (len(e.Code) > MaxRejectCodeBytes || len(e.Message) > MaxRejectMessageBytes):
+		return "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)
 	}
-	c.subsMu.Unlock()
-	// an attached durable subscription's acks are made durable in the
-	// journal, for whichever node streams it next (applied here below)
-	for _, id := range attached {
-		ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout)
-		var err error
-		if reject {
-			err = c.h.e.JournalAcks(ctx, c.tenant, id, nil, []engine.Rejection{{Code: e.Code, Message: e.Message}}, []string{p.AcknowledgedEventID})
-		} else {
-			err = c.h.e.JournalAcks(ctx, c.tenant, id, []string{p.AcknowledgedEventID}, nil, nil)
-		}
-		cancel()
-		if err != nil {
-			c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket ack to the journal")
-		}
-	}
-	for _, d := range durs {
-		if reject {
-			d.Reject(p.AcknowledgedEventID, e.Code, e.Message)
-		} else {
-			d.Ack(p.AcknowledgedEventID)
-		}
-	}
+	return ""
 }

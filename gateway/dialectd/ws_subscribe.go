@@ -226,8 +226,10 @@ func (c *wsConn) stopSub(s *wsSub) {
 	<-s.done
 }
 
-// endSubs ends every live subscription (the session is over).
+// endSubs ends every live subscription (the session is over), once the
+// acks read are written and applied.
 func (c *wsConn) endSubs() {
+	c.endAcks()
 	c.subsMu.Lock()
 	subs := make([]*wsSub, 0, len(c.subs))
 	for id, s := range c.subs {

@@ -28,7 +28,7 @@ import (
 // wsEnv is a gateway on kfake with the D WebSocket binding mounted at /aep
 // behind the gateway's authentication, as the binary mounts it.
 type wsEnv struct {
-	t   *testing.T
+	t   testing.TB
 	url string // http://...
 	h   *dialectd.WSHandler
 	eng *engine.Engine
@@ -42,7 +42,7 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 
 // newWSEnvOn is newWSEnv with the engine's metrics in reg (nil: none) and
 // more handlers mounted by mount (nil: none).
-func newWSEnvOn(t *testing.T, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *engine.Engine)) (*wsEnv, *gatewaytest.Stack) {
+func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *engine.Engine)) (*wsEnv, *gatewaytest.Stack) {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{})
 	srv, kr := st.Server, st.Keyring
