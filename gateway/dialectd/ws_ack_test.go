@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -195,50 +194,13 @@ func TestWSDAttachTwiceOnOneSessionIsRefused(t *testing.T) {
 	}
 }
 
-// journalAcks reads the tenant's subscription journal from its start to
-// its end and returns the acks records of subscription sub and every id
-// they acknowledge (repeats included).
+// journalAcks reads the tenant's subscription journal: the acks records
+// of subscription sub and every id they acknowledge.
 func (e *wsAckEnv) journalAcks(sub string) (records int, ids []string) {
 	e.t.Helper()
-	topic := e.eng.JournalTopic(tenant.MustParse(gateway.DevTenant))
 	ctx, cancel := context.WithTimeout(context.Background(), gatewaytest.Wait)
 	defer cancel()
-	ends, err := e.st.Admin.ListEndOffsets(ctx, topic)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(lo kadm.ListedOffset) {
-		if lo.Offset > 0 {
-			left[lo.Partition] = lo.Offset
-		}
-	})
-	cl, err := kgo.NewClient(e.st.Seeds, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			e.t.Fatalf("reading the journal: %v", err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= left[r.Partition] {
-				delete(left, r.Partition)
-			}
-			var rec struct {
-				T string   `json:"t"`
-				A []string `json:"a"`
-			}
-			if string(r.Key) != sub || json.Unmarshal(r.Value, &rec) != nil || rec.T != "acks" {
-				return
-			}
-			records++
-			ids = append(ids, rec.A...)
-		})
-	}
-	return records, ids
+	return gatewaytest.JournalAcks(ctx, e.t, e.st.Admin, []kgo.Opt{e.st.Seeds}, e.eng.JournalTopic(tenant.MustParse(gateway.DevTenant)), sub)
 }
 
 // attachWithEvents creates a durable subscription of task.* events,
