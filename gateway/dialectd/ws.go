@@ -70,8 +70,9 @@ type WSConfig struct {
 	// as it fills. Zero means DefaultWSAckQueue.
 	AckQueue int
 	// AckLinger is how long the first ack of a batch waits for more
-	// before the batch is written; a message that waits for an answer
-	// writes what is queued at once. Zero means DefaultWSAckLinger;
+	// before the batch is written, on a connection with an attached
+	// durable subscription (others only apply acks locally); a message
+	// that waits for an answer writes what is queued at once. Zero means DefaultWSAckLinger;
 	// negative means no wait (what has queued meanwhile still goes
 	// together).
 	AckLinger time.Duration

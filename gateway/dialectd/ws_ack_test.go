@@ -366,18 +366,16 @@ func TestWSDMalformedAckIsAnswered(t *testing.T) {
 // the same event in one batch dead-letters it (the ack comes too late), as
 // when each was applied on its own.
 func TestWSDRejectThenAckInOneBatchKeepsOrder(t *testing.T) {
-	e := newWSAckEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: time.Hour}, AckLinger: time.Second})
-	w := e.open()
-	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
-	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"), wsEvent("evt_2", "task.started", "agent:x"))
-	w.Event()
-	w.Event()
-	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"tool_error","message":"cannot"}}`))
-	w.Send(ackMsg("evt_a1", "evt_1"))
-	w.Send(ackMsg("evt_a2", "evt_2"))
-	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"late"}}`))
-	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_1" {
-		t.Fatalf("after reject+ack of evt_1 and ack+reject of evt_2: %s", n.Raw)
+	// an attached subscription: its acks linger (1 s here), so all four
+	// are one batch
+	e := newWSAckEnv(t, dialectd.WSConfig{AckLinger: time.Second})
+	w, _, ids := e.attachWithEvents(2)
+	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"`+ids[0]+`","error":{"code":"tool_error","message":"cannot"}}`))
+	w.Send(ackMsg("evt_a1", ids[0]))
+	w.Send(ackMsg("evt_a2", ids[1]))
+	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"`+ids[1]+`","error":{"code":"tool_error","message":"late"}}`))
+	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != ids[0] {
+		t.Fatalf("after reject+ack of the first event and ack+reject of the second: %s", n.Raw)
 	}
 	w.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
 	if m := w.Next(); m.Type != "capabilities.declared" {

@@ -17,8 +17,10 @@ import (
 // journal record).
 const (
 	// DefaultWSAckQueue is the most acks a connection holds before they
-	// are written (WSConfig.AckQueue).
-	DefaultWSAckQueue = 4096
+	// are written (WSConfig.AckQueue): with the limits of checkAck, at
+	// most ~2.4 MiB for a client that sends only the largest rejections,
+	// ~100 KiB for plain acks.
+	DefaultWSAckQueue = 1024
 	// wsAckBatchBytes bounds the ids and rejections of one journal record
 	// (a record stays well below Kafka's default 1 MiB).
 	wsAckBatchBytes = 256 << 10
@@ -118,9 +120,12 @@ func (c *wsConn) endAcks() {
 
 // take is the pump's: first and what queues behind it within AckLinger,
 // up to a batch, are written together; a barrier (a message that waits
-// for an answer) ends the wait at once.
+// for an answer) ends the wait at once, and so does a connection without
+// attached durable subscriptions (its acks are applied locally only: no
+// write to save).
 func (a *wsAcker) take(first wsAck) bool {
 	cfg := &a.c.h.cfg
+	lingers := cfg.AckLinger > 0 && a.c.hasAttached()
 	b := append(a.batch[:0], first)
 	size := first.size()
 	var linger *time.Timer
@@ -145,7 +150,7 @@ func (a *wsAcker) take(first wsAck) bool {
 			}
 			continue
 		}
-		if ended || cfg.AckLinger <= 0 {
+		if ended || !lingers {
 			break
 		}
 		if linger == nil {
@@ -254,6 +259,19 @@ func (a *wsAcker) answerFailed(b []wsAck, sub string) {
 			return // the connection is ending
 		}
 	}
+}
+
+// hasAttached says whether a durable subscription is attached to the
+// connection.
+func (c *wsConn) hasAttached() bool {
+	c.subsMu.Lock()
+	defer c.subsMu.Unlock()
+	for _, s := range c.subs {
+		if s.attached {
+			return true
+		}
+	}
+	return false
 }
 
 // ackTargets are the at_least_once streams of the connection and the ids
