@@ -460,3 +460,33 @@ func BenchmarkWSDAcks(b *testing.B) {
 		})
 	}
 }
+
+// A durable subscription attached on a second session takes the stream
+// over (newest wins); the first session is told to attach again, which
+// keeps the acknowledgement state.
+func TestWSDAttachedStreamTakenOverSaysAttachAgain(t *testing.T) {
+	e := newWSAckEnv(t, dialectd.WSConfig{})
+	w1, id, _ := e.attachWithEvents(1)
+	w2 := e.open()
+	w2.MustSubscribe("evt_attach2", fmt.Sprintf(`{"subscription_id":%q}`, id))
+	m := w1.Next()
+	msg, _ := m.Payload["error"].(map[string]any)["message"].(string)
+	if m.Type != "subscription.expired" || m.Str("subscription_id") != id || m.Str("reason") != "error" || !strings.Contains(msg, "attach to it again") {
+		t.Fatalf("the first session after a second attached: %s", m.Raw)
+	}
+}
+
+// Acks still queued when the client goes away are written before the
+// connection's subscriptions close: the connection's end drains the queue.
+func TestWSDAcksQueuedAtCloseAreWritten(t *testing.T) {
+	e := newWSAckEnv(t, dialectd.WSConfig{AckLinger: time.Hour}) // only the end writes them
+	w, id, ids := e.attachWithEvents(50)
+	for _, ev := range ids {
+		w.Send(ackMsg("evt_ack_"+ev, ev))
+	}
+	w.Close()
+	gatewaytest.Poll(t, "the 50 acks in the journal", func() bool {
+		_, acked := e.journalAcks(id)
+		return len(acked) == len(ids)
+	})
+}

@@ -161,6 +161,7 @@ func (a *wsAcker) take(first wsAck) bool {
 		case <-a.q.Ready():
 			continue
 		case <-linger.C:
+		case <-a.c.ctx.Done(): // ending: write what there is
 		}
 		break
 	}

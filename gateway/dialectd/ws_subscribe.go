@@ -299,7 +299,12 @@ func (c *wsConn) ended(s *wsSub, last string) {
 		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
 	default:
 		p.Reason = "error"
-		if p.Cursor != "" {
+		switch {
+		case s.attached: // fenced by a newer stream, deleted, or a Kafka error
+			e.Message = "the subscription's stream ended here; attach to it again by subscription_id to go on where its acknowledgements left it"
+		case s.dur != nil:
+			e.Message = "the subscription ended and its acknowledgement state with it; subscribe again with from_cursor set to the cursor of the last event before the oldest one not acknowledged"
+		case p.Cursor != "":
 			e.Message = "the subscription ended; subscribe again with from_cursor set to the last cursor received"
 		}
 	}
