@@ -72,9 +72,9 @@ type WSConfig struct {
 	// AckLinger is how long the first ack of a batch waits for more
 	// before the batch is written, on a connection with an attached
 	// durable subscription (others only apply acks locally); a message
-	// that waits for an answer writes what is queued at once. Zero means DefaultWSAckLinger;
-	// negative means no wait (what has queued meanwhile still goes
-	// together).
+	// that waits for an answer writes what is queued at once. Zero means
+	// DefaultWSAckLinger; negative means no wait (what has queued
+	// meanwhile still goes together).
 	AckLinger time.Duration
 	// Registerer receives the binding's metrics
 	// (aep_websocket_ack_journal_errors_total). Nil means unregistered.
