@@ -17,7 +17,8 @@
 // Concurrency: the handlers are safe for concurrent use; each SSE stream runs
 // in its request's goroutine; a WebSocket connection owns a reader (the
 // request's goroutine), a writer, a heartbeat timer (whose goroutine lives
-// only while a ping waits for its pong) and one pump per subscription, all
-// joined before its handler returns. Shutdown(ctx) of the WebSocket
+// only while a ping waits for its pong), one pump per subscription and one
+// that writes the acks it reads (each a goroutine only while it has work),
+// all joined before its handler returns. Shutdown(ctx) of the WebSocket
 // handler closes every connection with 1001 and waits, up to ctx.
 package dialectd

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -58,6 +59,26 @@ type WSConfig struct {
 	// OriginPatterns authorizes cross-origin browsers (coder/websocket
 	// AcceptOptions.OriginPatterns); the request host is always allowed.
 	OriginPatterns []string
+	// AckBatch is the most acks and rejections read from one connection
+	// that are written together, as one record of the subscription
+	// journal per attached durable subscription. Zero means
+	// DefaultWSAckBatch; 1 writes each on its own.
+	AckBatch int
+	// AckQueue is the most acks and rejections of one connection waiting
+	// to be written; a reader that finds the queue full waits for room
+	// (backpressure on the socket: nothing is dropped). Its buffer grows
+	// as it fills. Zero means DefaultWSAckQueue.
+	AckQueue int
+	// AckLinger is how long the first ack of a batch waits for more
+	// before the batch is written, on a connection with an attached
+	// durable subscription (others only apply acks locally); a message
+	// that waits for an answer writes what is queued at once. Zero means
+	// DefaultWSAckLinger; negative means no wait (what has queued
+	// meanwhile still goes together).
+	AckLinger time.Duration
+	// Registerer receives the binding's metrics
+	// (aep_websocket_ack_journal_errors_total). Nil means unregistered.
+	Registerer prometheus.Registerer
 	// Limits are the envelope limits control events are checked with.
 	// Zero fields mean aep's defaults.
 	Limits aep.Limits
@@ -83,6 +104,15 @@ func (c *WSConfig) withDefaults() {
 	if c.MaxSubscriptions <= 0 {
 		c.MaxSubscriptions = 32
 	}
+	if c.AckBatch <= 0 {
+		c.AckBatch = DefaultWSAckBatch
+	}
+	if c.AckQueue <= 0 {
+		c.AckQueue = DefaultWSAckQueue
+	}
+	if c.AckLinger == 0 {
+		c.AckLinger = DefaultWSAckLinger
+	}
 	if c.Source == "" {
 		c.Source = "gateway:aep-gateway"
 	}
@@ -98,7 +128,8 @@ type WSHandler struct {
 	ingest ingest.Func
 	cfg    WSConfig
 
-	hub *transport.Hub
+	hub       *transport.Hub
+	ackErrors prometheus.Counter
 }
 
 // NewWSHandler returns the dialect D WebSocket binding. Subscriptions read
@@ -109,7 +140,7 @@ func NewWSHandler(e *engine.Engine, kr *cursor.Keyring, ingest ingest.Func, cfg 
 	cfg.withDefaults()
 	return &WSHandler{
 		e: e, kr: kr, ingest: ingest, cfg: cfg,
-		hub: hubOf(cfg.Hub),
+		hub: hubOf(cfg.Hub), ackErrors: newAckErrors(cfg.Registerer),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +28,15 @@ func (s *wsSub) close() {
 	if s.group == "" {
 		return // an attached durable subscription outlives the connection
 	}
+	deleteGroup(s.e, s.group)
+}
+
+// deleteGroup deletes an ad-hoc subscription's consumer group (bounded:
+// the connection may be gone, the broker slow).
+func deleteGroup(e *engine.Engine, group string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s.e.DeleteGroup(ctx, s.group)
+	e.DeleteGroup(ctx, group)
 }
 
 // attachID is the id of a durable subscription (POST /aep/subscriptions)
@@ -50,6 +57,9 @@ func attachID(payload json.RawMessage) string {
 // newest stream wins, on any node); acks and rejections sent on the socket
 // go through the tenant's journal.
 func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
+	if rej := c.roomFor(id); rej != nil {
+		return nil, nil, rej
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout+engine.LeaseTTL)
 	defer cancel()
 	defs, err := c.h.e.Subscriptions(ctx, c.tenant)
@@ -103,26 +113,38 @@ func (s *wsSub) err() error {
 	return s.sub.Err()
 }
 
+// adHocIdentity is the identity of a new ad-hoc at_least_once
+// subscription in the tenant's subscription journal and the suffix of its
+// consumer group: "ws.<ULID>", unique to the connection and subscription.
+// The wire id (sub_0001, ...) is per connection, so two connections of a
+// tenant would otherwise claim the same journal key and fence each other;
+// durable subscriptions are "sub_<ULID>" and never share this namespace.
+func adHocIdentity() string { return "ws." + ulid.Make().String() }
+
 // startAckSub starts an at_least_once subscription of the connection: a
-// engine.DurableStream on a consumer group of its own ("aep.<tenant>.ws.<ULID>")
-// whose start is committed first (the end offsets, or from_cursor's checked
-// position). Acks and rejections arrive over the socket (settle).
+// engine.DurableStream under an identity of its own (adHocIdentity) on a
+// consumer group of its own ("aep.<tenant>.ws.<ULID>") whose start is
+// committed first (the end offsets, or from_cursor's checked position).
+// Acks and rejections arrive over the socket (settle).
 func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter, st *streamState, from []cursor.PartitionOffset, seq uint64) (*wsSub, *wsSubCreated, *wsSubReject) {
 	start := from
 	if start == nil {
 		start = st.fullFrontier(nil)
 	}
-	group := "aep." + c.tenant.String() + ".ws." + ulid.Make().String()
+	internal := adHocIdentity()
+	group := "aep." + c.tenant.String() + "." + internal
+	log := c.log.With().Str("subscription_id", id).Str("internal_id", internal).Logger()
 	if err := c.h.e.CommitStart(ctx, c.tenant, group, st.state, start); err != nil {
-		c.log.Warn().Err(err).Msg("dialectd: websocket at_least_once start")
+		log.Warn().Err(err).Msg("dialectd: websocket at_least_once start")
 		return nil, nil, &wsSubReject{msg: "the subscription could not start", retryable: true}
 	}
 	dur, err := c.h.e.OpenDurable(ctx, engine.DurableRequest{
-		Tenant: c.tenant, SubscriptionID: id, Group: group, Filter: f, Policy: c.h.cfg.AckPolicy,
+		Tenant: c.tenant, SubscriptionID: internal, Group: group, Filter: f, Policy: c.h.cfg.AckPolicy,
 		Queue: c.h.cfg.Queue, Sequence: seq, DeadLetter: encodeDeadLetter,
 	})
 	if err != nil {
-		c.log.Warn().Err(err).Msg("dialectd: websocket at_least_once open")
+		log.Warn().Err(err).Msg("dialectd: websocket at_least_once open")
+		deleteGroup(c.h.e, group) // its committed start: nothing else of it exists
 		return nil, nil, &wsSubReject{msg: "the subscription could not start", retryable: true}
 	}
 	st.frontier = append([]cursor.PartitionOffset(nil), start...)
@@ -150,8 +172,10 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		var err error
 		switch {
 		case d.Kind == engine.DurableDeadLettered:
+			dl := deadLettered(*d.DeadLetter)
+			dl.SubscriptionID = s.id // the wire id, not an ad-hoc one's internal identity
 			var b []byte
-			if b, err = c.envelope("event.dead_lettered", "", deadLettered(*d.DeadLetter)); err == nil {
+			if b, err = c.envelope("event.dead_lettered", "", dl); err == nil {
 				msgs = append(msgs, b)
 			}
 		default:
@@ -198,54 +222,50 @@ func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, []b
 	return c.encodeEvent(s, d.Event, ModeAtLeastOnce, d.Sequence)
 }
 
-// settle feeds event.acknowledged / event.rejected from the socket to every
-// at_least_once subscription of the connection (the message names the
-// event, not the subscription). Nothing is answered: an unknown or
-// duplicate ack is harmless.
-func (c *wsConn) settle(payload json.RawMessage, reject bool) {
+// settle queues event.acknowledged / event.rejected from the socket for
+// every at_least_once subscription of the connection (the message names
+// the event, not the subscription): the acker writes it to the journal of
+// the attached durable subscriptions, then applies it to the streams. A
+// valid ack is not answered (an unknown or duplicate one is harmless); one
+// without an id, or over the limits of POST .../acks, is answered with
+// event.rejected and not applied. Reader only.
+func (c *wsConn) settle(attrs *aep.Attrs, payload json.RawMessage, reject bool) bool {
+	if reject {
+		c.nacks++
+	} else {
+		c.acks++
+	}
 	var p struct {
 		AcknowledgedEventID string      `json:"acknowledged_event_id"`
 		Error               *aep.DError `json:"error"`
 	}
-	if json.Unmarshal(payload, &p) != nil || p.AcknowledgedEventID == "" {
-		return
+	if msg := checkAck(json.Unmarshal(payload, &p), p.AcknowledgedEventID, p.Error); msg != "" {
+		c.flushAcks()
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: wsErr(aep.CodeDInvalidEnvelope, msg, false)})
 	}
-	e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
-	if p.Error != nil && p.Error.Code != "" {
-		e = *p.Error
+	it := wsAck{msgID: attrs.ID, eventID: p.AcknowledgedEventID}
+	if reject {
+		e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
+		if p.Error != nil && p.Error.Code != "" {
+			e = aep.DError{Code: p.Error.Code, Message: p.Error.Message}
+		}
+		it.rej = &e
 	}
-	c.subsMu.Lock()
-	var durs []*engine.DurableStream
-	var attached []string
-	for _, s := range c.subs {
-		if s.dur != nil {
-			durs = append(durs, s.dur)
-		}
-		if s.attached {
-			attached = append(attached, s.id)
-		}
+	c.acker().push(it)
+	return true
+}
+
+// checkAck is why an ack's payload is refused, or "".
+func checkAck(err error, id string, e *aep.DError) string {
+	switch {
+	case err != nil:
+		return "the payload must be an object with acknowledged_event_id"
+	case id == "":
+		return "payload.acknowledged_event_id is required"
+	case len(id) > MaxAckIDBytes:
+		return "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"
+	case e != nil && (len(e.Code) > MaxRejectCodeBytes || len(e.Message) > MaxRejectMessageBytes):
+		return "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)
 	}
-	c.subsMu.Unlock()
-	// an attached durable subscription's acks are made durable in the
-	// journal, for whichever node streams it next (applied here below)
-	for _, id := range attached {
-		ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout)
-		var err error
-		if reject {
-			err = c.h.e.JournalAcks(ctx, c.tenant, id, nil, []engine.Rejection{{Code: e.Code, Message: e.Message}}, []string{p.AcknowledgedEventID})
-		} else {
-			err = c.h.e.JournalAcks(ctx, c.tenant, id, []string{p.AcknowledgedEventID}, nil, nil)
-		}
-		cancel()
-		if err != nil {
-			c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket ack to the journal")
-		}
-	}
-	for _, d := range durs {
-		if reject {
-			d.Reject(p.AcknowledgedEventID, e.Code, e.Message)
-		} else {
-			d.Ack(p.AcknowledgedEventID)
-		}
-	}
+	return ""
 }

@@ -3,6 +3,7 @@ package dialectd
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -20,7 +21,8 @@ import (
 // Goroutines: the handler's goroutine reads (serve, and everything it calls:
 // the session state is its alone); the transport's writer drains the
 // bounded outbound queue; its heartbeat timer pings (a goroutine only while a ping waits for its pong); one pump per subscription
-// (a worker of the transport.Conn) moves deliveries into the queue. serve
+// (a worker of the transport.Conn) moves deliveries into the queue; one
+// more pump writes the acks read (wsAcker: only while acks wait). serve
 // joins them all before it returns. A pump that finds the queue full
 // waits, so its subscription's queue fills and the engine drops
 // (best_effort) or moves it back to reading Kafka (replayable) as for any
@@ -41,6 +43,7 @@ type wsConn struct {
 	nextSub     uint64
 	acks, nacks uint64 // event.acknowledged / event.rejected received
 	published   uint64
+	ackq        atomic.Pointer[wsAcker] // writes the acks; nil until the first one (set by the reader, read by endSubs too)
 
 	subsMu sync.Mutex
 	subs   map[string]*wsSub // live subscriptions by id; guarded by subsMu

@@ -61,7 +61,18 @@ func (c *wsConn) handle(raw []byte) bool {
 			c.fail(wsCodeProtocol, "the first event must be a valid session.opened envelope: "+ae.Message, websocket.StatusProtocolError)
 			return false
 		}
+		c.flushAcks()
 		return c.reply("event.rejected", "", wsEventRejected{Error: wsAEPError(ae)})
+	}
+	switch attrs.Type {
+	case "event.acknowledged", "event.rejected":
+		if c.ready {
+			return c.settle(&attrs, wsPayload(raw), attrs.Type == "event.rejected")
+		}
+	default:
+		// Whatever the gateway answers from here on comes after the acks
+		// read before are in Kafka (and applied).
+		c.flushAcks()
 	}
 	switch attrs.Type {
 	case "session.opened":
@@ -83,14 +94,6 @@ func (c *wsConn) handle(raw []byte) bool {
 		return c.subscribe(&attrs, wsPayload(raw))
 	case "subscription.cancelled":
 		return c.unsubscribe(&attrs, wsPayload(raw))
-	case "event.acknowledged":
-		c.acks++
-		c.settle(wsPayload(raw), false)
-		return true
-	case "event.rejected":
-		c.nacks++
-		c.settle(wsPayload(raw), true)
-		return true
 	}
 	if strings.HasPrefix(attrs.Type, "session.") || strings.HasPrefix(attrs.Type, "subscription.") {
 		return c.reply("event.rejected", attrs.ID, wsEventRejected{

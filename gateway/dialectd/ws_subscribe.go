@@ -94,13 +94,27 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	return ok
 }
 
-// startSub validates the filter and starts the engine subscription.
-func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCreated, *wsSubReject) {
+// roomFor is why subscription id cannot be added to the connection: the
+// connection has MaxSubscriptions already, or id is live on it (a durable
+// subscription attached twice: the second claim would fence the first).
+func (c *wsConn) roomFor(id string) *wsSubReject {
 	c.subsMu.Lock()
 	n := len(c.subs)
+	_, dup := c.subs[id]
 	c.subsMu.Unlock()
-	if n >= c.h.cfg.MaxSubscriptions {
-		return nil, nil, &wsSubReject{msg: fmt.Sprintf("too many subscriptions on this connection (at most %d); cancel one first", c.h.cfg.MaxSubscriptions)}
+	switch {
+	case dup:
+		return &wsSubReject{msg: "subscription " + id + " is already attached on this session", details: map[string]string{"subscription_id": id}}
+	case n >= c.h.cfg.MaxSubscriptions:
+		return &wsSubReject{msg: fmt.Sprintf("too many subscriptions on this connection (at most %d); cancel one first", c.h.cfg.MaxSubscriptions)}
+	}
+	return nil
+}
+
+// startSub validates the filter and starts the engine subscription.
+func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCreated, *wsSubReject) {
+	if rej := c.roomFor(id); rej != nil {
+		return nil, nil, rej
 	}
 	if len(payload) == 0 {
 		payload = json.RawMessage(`null`)
@@ -212,8 +226,10 @@ func (c *wsConn) stopSub(s *wsSub) {
 	<-s.done
 }
 
-// endSubs ends every live subscription (the session is over).
+// endSubs ends every live subscription (the session is over), once the
+// acks read are written and applied.
 func (c *wsConn) endSubs() {
+	c.endAcks()
 	c.subsMu.Lock()
 	subs := make([]*wsSub, 0, len(c.subs))
 	for id, s := range c.subs {
@@ -283,7 +299,12 @@ func (c *wsConn) ended(s *wsSub, last string) {
 		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
 	default:
 		p.Reason = "error"
-		if p.Cursor != "" {
+		switch {
+		case s.attached: // fenced by a newer stream, deleted, or a Kafka error
+			e.Message = "the subscription's stream ended here; attach to it again by subscription_id to go on where its acknowledgements left it"
+		case s.dur != nil:
+			e.Message = "the subscription ended and its acknowledgement state with it; subscribe again with from_cursor set to the cursor of the last event before the oldest one not acknowledged"
+		case p.Cursor != "":
 			e.Message = "the subscription ended; subscribe again with from_cursor set to the last cursor received"
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -27,7 +28,7 @@ import (
 // wsEnv is a gateway on kfake with the D WebSocket binding mounted at /aep
 // behind the gateway's authentication, as the binary mounts it.
 type wsEnv struct {
-	t   *testing.T
+	t   testing.TB
 	url string // http://...
 	h   *dialectd.WSHandler
 	eng *engine.Engine
@@ -35,9 +36,17 @@ type wsEnv struct {
 
 func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 	t.Helper()
+	e, _ := newWSEnvOn(t, cfg, nil, nil)
+	return e
+}
+
+// newWSEnvOn is newWSEnv with the engine's metrics in reg (nil: none) and
+// more handlers mounted by mount (nil: none).
+func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *engine.Engine)) (*wsEnv, *gatewaytest.Stack) {
+	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{})
 	srv, kr := st.Server, st.Keyring
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard)})
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +55,9 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 	}
 	h := dialectd.NewWSHandler(eng, kr, srv.IngestFunc(aep.DialectD), cfg)
 	srv.Mount(aep.DialectD, "/aep", h)
+	if mount != nil {
+		mount(st, eng)
+	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -57,7 +69,7 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 		hs.Close()
 		eng.Close()
 	})
-	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}
+	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}, st
 }
 
 func (e *wsEnv) wsURL() string { return gatewaytest.WSURL(e.url, "/aep") }
@@ -385,7 +397,7 @@ func TestWSDAtLeastOnceRedelivers(t *testing.T) {
 	if d := w.Event(); d.ID != "evt_1" || d.Delivery.Sequence != 2 {
 		t.Fatalf("redelivered: %s", d.Raw)
 	}
-	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_1" || n.Payload["attempts"] != 2.0 {
+	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_1" || n.Payload["attempts"] != 2.0 || n.Str("subscription_id") != m.Str("subscription_id") {
 		t.Fatalf("dead letter: %s", n.Raw)
 	}
 	// The created cursor resumes from the subscription's start.
