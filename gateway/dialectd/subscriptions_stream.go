@@ -110,7 +110,9 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 		return buf
 	}
-	_ = transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose) // errors go to OnError
+	// s, not s.Deliveries(): each delivery passes Hand (lease and fence)
+	// right before it is encoded into the write
+	_ = transport.ServeSSE(w, r, cfg, s, d.appendMessage, onClose) // errors go to OnError
 }
 
 func appendNotice(buf []byte, typ string, ev []byte) []byte {
@@ -204,15 +206,10 @@ func parseAcks(body []byte) ([]ackItem, []ackResult, error) {
 }
 
 // refuseOpen answers a stream that could not be opened: 409 when a newer
-// stream took the subscription over meanwhile or its holder does not give
-// way (naming it), 503 otherwise.
+// stream took the subscription over meanwhile, 503 otherwise.
 func (h *SubscriptionsHandler) refuseOpen(w http.ResponseWriter, tn tenant.Tenant, id string, err error) {
 	det := map[string]string{"subscription_id": id}
-	var held *engine.HeldError
 	switch {
-	case errors.As(err, &held):
-		det["holder"] = held.Node
-		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" is streamed by node "+held.Node+", which did not give way", true, det)
 	case errors.Is(err, engine.ErrTakenOver):
 		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "a newer stream of subscription "+id+" took it over", true, det)
 	default:

@@ -3,7 +3,6 @@ package dialectd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -82,10 +81,6 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	}
 	dur, err := c.h.e.OpenDurable(ctx, req)
 	if err != nil {
-		var held *engine.HeldError
-		if errors.As(err, &held) {
-			det["holder"] = held.Node
-		}
 		c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket attach")
 		return nil, nil, &wsSubReject{msg: "the subscription's stream could not be claimed: " + err.Error(), details: det, retryable: true}
 	}
@@ -145,6 +140,9 @@ func (c *wsConn) pumpAck(s *wsSub) {
 	transport.Pump(c.conn, s.dur.Deliveries(), func(d engine.DurableDelivery) bool {
 		if s.cancelled.Load() {
 			return false
+		}
+		if !s.dur.Hand(d) {
+			return true // past the lease or fenced: taken back, the stream ends
 		}
 		var msgs [][]byte
 		var err error
