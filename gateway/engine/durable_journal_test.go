@@ -96,26 +96,7 @@ func TestDurableReplayFetchErrorFailsTheOpening(t *testing.T) {
 	e := k.engine(func(c *Config) { c.Registerer = reg })
 	const group = "g-replay-error"
 	startDurable(t, e, group)
-	var on atomic.Bool
-	k.cluster.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		k.cluster.KeepControl()
-		req := kr.(*kmsg.FetchRequest)
-		if !on.Load() {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	on := gatewaytest.FailFetches(k.cluster)
 	on.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()

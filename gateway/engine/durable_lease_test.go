@@ -4,43 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
-
-// journalGate makes the broker refuse every produce request while the
-// returned flag is set (the tests set it only while nothing but the journal
-// writes): a node whose journal writes fail is, for the cluster, a node
-// that died or stalled.
-func journalGate(k *kafkaEnv) *atomic.Bool {
-	var on atomic.Bool
-	k.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		k.cluster.KeepControl()
-		if !on.Load() {
-			return nil, nil, false
-		}
-		req := kr.(*kmsg.ProduceRequest)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	return &on
-}
 
 // takeoverSlack is what a takeover may take beyond LeaseTTL on the shared
 // test machine (journal round trips, polls).
@@ -60,7 +28,7 @@ func TestDurableTakeoverConvergesAfterHolderDied(t *testing.T) {
 	}{{time.Second, true}, {3 * time.Second, true}, {3 * time.Second, false}} {
 		t.Run(fmt.Sprintf("reconnect every %v, nodes following: %v", tc.every, tc.warm), func(t *testing.T) {
 			k, eA := durableEnv(t, 1)
-			gate := journalGate(k)
+			gate := gatewaytest.FailProduces(k.cluster)
 			eB, eC := k.engine(nil), k.engine(nil)
 			const group = "g-converge"
 			startDurable(t, eA, group)
@@ -144,7 +112,7 @@ func lastRenewal(t *testing.T, k *kafkaEnv, node string) (time.Time, bool) {
 // ErrLeaseLost.
 func TestDurableStalledHolderDeliversNothingAfterItsLease(t *testing.T) {
 	k, e := durableEnv(t, 1)
-	gate := journalGate(k)
+	gate := gatewaytest.FailProduces(k.cluster)
 	const group = "g-stall"
 	startDurable(t, e, group)
 	s := openDurableReq(t, e, DurableRequest{Group: group, Policy: AckPolicy{AckTimeout: time.Hour}, Queue: 64})
