@@ -95,7 +95,6 @@ type watcher struct {
 	sub      string
 	epoch    int64 // our claim; 0 until it is written
 	maxClaim int64 // the newest claim seen (any node)
-	nodes    map[int64]string
 	released map[int64]bool
 	// lease is the monotonic instant (monoNow) until which the holder may
 	// hand out deliveries: LeaseHold past the start of its last renewal
@@ -344,7 +343,7 @@ func (j *journal) produce(ctx context.Context, key string, p int32, rec journalR
 
 // register starts following sub for a claimant.
 func (j *journal) register(sub string) (*watcher, error) {
-	w := &watcher{sub: sub, nodes: map[int64]string{}, released: map[int64]bool{}, notify: make(chan struct{}, 1)}
+	w := &watcher{sub: sub, released: map[int64]bool{}, notify: make(chan struct{}, 1)}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
@@ -428,7 +427,7 @@ func (j *journal) dispatchLocked(key string, off int64, rec journalRecord, now t
 	l := j.lifeLocked(key, now)
 	switch rec.T {
 	case jClaim:
-		l.claim(off+1, now)
+		l.claim(off+1, now, rec.Node)
 	case jCkpt, jDeliver:
 		l.sign(rec.Epoch, now)
 	}
@@ -437,7 +436,6 @@ func (j *journal) dispatchLocked(key string, off int64, rec journalRecord, now t
 		case jClaim:
 			ep := off + 1 // epochs start at 1: 0 is "none"
 			w.maxClaim = max(w.maxClaim, ep)
-			w.nodes[ep] = rec.Node
 			if w.epoch != 0 && ep > w.epoch && w.stream != nil {
 				w.stream.fence()
 			}

@@ -175,7 +175,7 @@ func (j *journal) awaitRelease(ctx context.Context, w *watcher, h, claimOff int6
 		j.mu.Lock()
 		newer, released, err := w.maxClaim > w.epoch, w.released[h], j.err
 		since, ok := j.signOfLifeLocked(w.sub, h)
-		node := w.nodes[h]
+		node := j.claimantLocked(w.sub, h)
 		j.mu.Unlock()
 		switch {
 		case newer:
@@ -224,6 +224,7 @@ type subLife struct {
 type seenClaim struct {
 	epoch int64
 	at    time.Time
+	node  string
 }
 
 // Bounds of what a follower remembers of the subscriptions' epochs.
@@ -258,9 +259,9 @@ func (j *journal) lifeLocked(sub string, now time.Time) *subLife {
 	return l
 }
 
-func (l *subLife) claim(ep int64, at time.Time) {
+func (l *subLife) claim(ep int64, at time.Time, node string) {
 	l.maxClaim = max(l.maxClaim, ep)
-	l.claims = append(l.claims, seenClaim{ep, at})
+	l.claims = append(l.claims, seenClaim{ep, at, node})
 	if len(l.claims) > maxSeenClaims {
 		l.evicted = max(l.evicted, l.claims[0].epoch)
 		l.claims = append(l.claims[:0], l.claims[1:]...)
@@ -282,6 +283,20 @@ func (l *subLife) sign(ep int64, at time.Time) {
 		delete(l.signs, low)
 		l.evicted = max(l.evicted, low)
 	}
+}
+
+// claimantLocked is the node that claimed epoch h of sub, "" when this
+// node's follower did not see (or no longer remembers) that claim. Must
+// hold j.mu.
+func (j *journal) claimantLocked(sub string, h int64) string {
+	if l := j.lives[sub]; l != nil {
+		for _, c := range l.claims {
+			if c.epoch == h {
+				return c.node
+			}
+		}
+	}
+	return ""
 }
 
 // signOfLifeLocked bounds, on this node's clock, when holder h last showed
