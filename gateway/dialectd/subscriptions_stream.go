@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -49,10 +50,12 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+engine.LeaseTTL)
 	st, err := h.e.State(ctx, tn)
 	var s *engine.DurableStream
+	wt := &waitingSSE{h: h, w: w, id: id}
 	if err == nil {
 		req := engine.DurableRequest{
 			Tenant: tn, SubscriptionID: id, Group: engine.SubscriptionGroup(tn, id), Filter: f,
 			Policy: h.policy(def), Window: h.cfg.Window, CommitInterval: h.cfg.CommitInterval, DeadLetter: encodeDeadLetter,
+			OnWait: wt.notice,
 		}
 		if def.ExpiresAt != nil {
 			req.ExpiresAt = *def.ExpiresAt
@@ -61,6 +64,12 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	}
 	cancel()
 	if err != nil {
+		if wt.started {
+			if r.Context().Err() == nil { // else the client left while it waited
+				wt.refuse(tn, err) // the 200 went out with the first notice
+			}
+			return
+		}
 		h.refuseOpen(w, tn, id, err)
 		return
 	}
@@ -75,14 +84,84 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		}
 		h.mu.Unlock()
 	})
-	// which node serves it, under which claim (docs/durable-cluster.md)
-	w.Header().Set("AEP-Stream-Node", h.e.NodeID())
-	w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
-	transport.StartSSE(w)
+	if wt.started {
+		// the header is out and the body began: the stream goes on in
+		// this goroutine (a parked stream writes its own header)
+		w, stream = headerSent{w}, nil
+	} else {
+		// which node serves it, under which claim (docs/durable-cluster.md)
+		w.Header().Set("AEP-Stream-Node", h.e.NodeID())
+		w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
+		transport.StartSSE(w)
+	}
 	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
 	dst.st.frontier = dst.st.fullFrontier(nil)
 	dst.run(w, r, s, stream, &fin)
 }
+
+// waitingSSE tells the client of a stream whose opening waits for the
+// previous holder, at once and every engine.WaitNotice: the first notice
+// sends the 200 and the stream headers (AEP-Stream-Node/-Epoch of the new
+// claim), then a comment each time, so that a client watchdog sees bytes.
+// A refusal after that point can only be an event in the stream.
+type waitingSSE struct {
+	h       *SubscriptionsHandler
+	w       http.ResponseWriter
+	id      string
+	started bool
+}
+
+func (ws *waitingSSE) notice(d engine.DurableWait) {
+	if !ws.started {
+		ws.w.Header().Set("AEP-Stream-Node", ws.h.e.NodeID())
+		ws.w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(d.Epoch, 10))
+		transport.StartSSE(ws.w)
+		ws.w.WriteHeader(http.StatusOK)
+		ws.started = true
+	}
+	holder := "node " + d.Node
+	if d.Node == "" {
+		holder = "node not seen here"
+	}
+	secs := strconv.FormatFloat(d.Left.Seconds(), 'f', 1, 64)
+	ws.write(": waiting for the previous holder of subscription " + ws.id + " (epoch " + strconv.FormatInt(d.Holder, 10) +
+		", " + holder + ") to stop: at most " + secs + "s more\n\n")
+}
+
+func (ws *waitingSSE) write(b string) {
+	rc := http.NewResponseController(ws.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(ws.h.cfg.WriteTimeout))
+	if _, err := io.WriteString(ws.w, b); err == nil {
+		_ = rc.Flush()
+	}
+}
+
+// refuse ends a stream that waited and then could not open: a
+// subscription.expired event {subscription_id, reason "error", error
+// {subscription_error, message, retryable true}} (the status was 200).
+func (ws *waitingSSE) refuse(tn tenant.Tenant, err error) {
+	msg := "a newer stream of subscription " + ws.id + " took it over"
+	if !errors.Is(err, engine.ErrTakenOver) {
+		ws.h.cfg.Logger.Warn().Err(err).Str("tenant", tn.String()).Str("subscription", ws.id).Msg("dialectd: open stream")
+		msg = "the subscription's stream could not be opened; retry"
+	}
+	ev, nerr := aep.DNotice("subscription.expired", aep.DSubscriptionEnded{SubscriptionID: ws.id, Reason: "error",
+		Error: &aep.DError{Code: aep.CodeDSubscriptionError, Message: msg, Retryable: true}}, time.Now())
+	if nerr != nil {
+		return
+	}
+	ws.write(string(appendNotice(nil, "subscription.expired", ev)))
+}
+
+// headerSent is a response whose header already went out: ServeSSE's
+// WriteHeader is then a no-op instead of a superfluous call.
+type headerSent struct{ http.ResponseWriter }
+
+func (headerSent) WriteHeader(int) {}
+
+func (h headerSent) Flush() { _ = http.NewResponseController(h.ResponseWriter).Flush() }
+
+func (h headerSent) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 type durableSSE struct {
 	h  *SubscriptionsHandler
@@ -110,7 +189,9 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 		return buf
 	}
-	_ = transport.ServeSSE(w, r, cfg, s.Deliveries(), d.appendMessage, onClose) // errors go to OnError
+	// s, not s.Deliveries(): each delivery passes Hand (lease and fence)
+	// right before it is encoded into the write
+	_ = transport.ServeSSE(w, r, cfg, s, d.appendMessage, onClose) // errors go to OnError
 }
 
 func appendNotice(buf []byte, typ string, ev []byte) []byte {
@@ -203,16 +284,12 @@ func parseAcks(body []byte) ([]ackItem, []ackResult, error) {
 	return items, res, nil
 }
 
-// refuseOpen answers a stream that could not be opened: 409 when a newer
-// stream took the subscription over meanwhile or its holder does not give
-// way (naming it), 503 otherwise.
+// refuseOpen answers a stream that could not be opened before its wait
+// began: 409 when a newer stream took the subscription over meanwhile,
+// 503 otherwise.
 func (h *SubscriptionsHandler) refuseOpen(w http.ResponseWriter, tn tenant.Tenant, id string, err error) {
 	det := map[string]string{"subscription_id": id}
-	var held *engine.HeldError
 	switch {
-	case errors.As(err, &held):
-		det["holder"] = held.Node
-		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "subscription "+id+" is streamed by node "+held.Node+", which did not give way", true, det)
 	case errors.Is(err, engine.ErrTakenOver):
 		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "a newer stream of subscription "+id+" took it over", true, det)
 	default:

@@ -3,7 +3,6 @@ package dialectd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -86,16 +85,13 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	req := engine.DurableRequest{
 		Tenant: c.tenant, SubscriptionID: id, Group: engine.SubscriptionGroup(c.tenant, id), Filter: f,
 		Policy: policyOf(c.h.cfg.AckPolicy, def), Queue: c.h.cfg.Queue, DeadLetter: encodeDeadLetter,
+		OnWait: func(d engine.DurableWait) { c.waitNotice(id, d) },
 	}
 	if def.ExpiresAt != nil {
 		req.ExpiresAt = *def.ExpiresAt
 	}
 	dur, err := c.h.e.OpenDurable(ctx, req)
 	if err != nil {
-		var held *engine.HeldError
-		if errors.As(err, &held) {
-			det["holder"] = held.Node
-		}
 		c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket attach")
 		return nil, nil, &wsSubReject{msg: "the subscription's stream could not be claimed: " + err.Error(), details: det, retryable: true}
 	}
@@ -103,6 +99,23 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	s := &wsSub{id: id, e: c.h.e, dur: dur, st: st, requested: ModeAtLeastOnce, attached: true, done: make(chan struct{})}
 	created := &wsSubCreated{SubscriptionID: id, Filter: def.Filter, CreatedAt: def.CreatedAt.Format(time.RFC3339Nano), DeliveryMode: ModeAtLeastOnce}
 	return s, created, nil
+}
+
+// waitNotice tells the client that attaching to the durable subscription
+// id waits for its previous holder: session.heartbeat {subscription_id,
+// status "waiting", holder_node, holder_epoch, max_wait_ms}, at once and
+// every engine.WaitNotice (docs/delivery-websocket-d.md).
+func (c *wsConn) waitNotice(id string, d engine.DurableWait) {
+	c.reply("session.heartbeat", "", wsWaiting{SubscriptionID: id, Status: "waiting", HolderNode: d.Node, HolderEpoch: d.Holder, MaxWaitMS: d.Left.Milliseconds()})
+}
+
+// wsWaiting is the payload of the waiting notice.
+type wsWaiting struct {
+	SubscriptionID string `json:"subscription_id"`
+	Status         string `json:"status"`
+	HolderNode     string `json:"holder_node,omitempty"`
+	HolderEpoch    int64  `json:"holder_epoch"`
+	MaxWaitMS      int64  `json:"max_wait_ms"`
 }
 
 // err is why the subscription ended.
@@ -167,6 +180,9 @@ func (c *wsConn) pumpAck(s *wsSub) {
 	transport.Pump(c.conn, s.dur.Deliveries(), func(d engine.DurableDelivery) bool {
 		if s.cancelled.Load() {
 			return false
+		}
+		if !s.dur.Hand(d) {
+			return true // past the lease or fenced: taken back, the stream ends
 		}
 		var msgs [][]byte
 		var err error

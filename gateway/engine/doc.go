@@ -55,6 +55,28 @@
 // the last sender is gone. A DurableStream owns one goroutine (stopped and
 // waited for by Close and Engine.Close) that is the only sender on its
 // queue; Ack, Reject and Stats are safe from any goroutine (they
-// take the stream's mutex and interrupt its poll). Lock order: Engine.mu,
-// tail.mu, Subscription.mu, Engine.goMu.
+// take the stream's mutex and interrupt its poll).
+//
+// Durable streams across nodes (docs/durable-cluster.md): per tenant one
+// journal follower (durable_journal.go) owns two goroutines, the reader
+// and the lease renewals, stopped and waited for when the Engine closes or
+// when the follower retires after JournalIdle without use; its setup runs
+// on a goroutine of its own off Engine.jmu. A stream hands a delivery out
+// only while it holds its lease and was not fenced: the check runs before
+// each reservation, at each turn of the stream's loop, and in Hand, which
+// the bindings call right before writing each delivery.
+//
+// Lock order (a lock may be taken while holding the ones before it, never
+// the other way round):
+//
+//	Engine.mu → tail.mu → Subscription.mu → Engine.goMu
+//	Engine.jmu → journal.mu → DurableStream.mu → queue (internal/queue)
+//	defsFollower.mu, readProgress.mu: leaves, held with no other lock
+//
+// journal.mu is held while a record is dispatched: fencing a stream and
+// applying acks take DurableStream.mu under it, so no code may take
+// journal.mu while holding DurableStream.mu (the stream reads its lease
+// from an atomic for that reason). Engine.jmu is held only around map
+// lookups and a journal's retirement, never across Kafka requests, and
+// never with Engine.mu or a DurableStream.mu.
 package engine

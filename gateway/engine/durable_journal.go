@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -88,20 +90,43 @@ type journalRecord struct {
 const maxBufferedAcks = 1 << 16
 
 // watcher follows one subscription in the journal for a stream of this
-// node: claims (fencing), releases and renewals of older epochs, acks.
+// node: claims (fencing), releases of older epochs, acks.
 type watcher struct {
 	sub      string
 	epoch    int64 // our claim; 0 until it is written
 	maxClaim int64 // the newest claim seen (any node)
-	nodes    map[int64]string
 	released map[int64]bool
-	renewed  map[int64]time.Time // last renewal seen, by epoch
-	renewOK  time.Time           // our last successful renewal (holder)
-	buffered []journalRecord     // acks before the stream attached
+	// lease is the monotonic instant (monoNow) until which the holder may
+	// hand out deliveries: LeaseHold past the start of its last renewal
+	// that counted (docs/durable-cluster.md, "Leases")
+	lease    atomic.Int64
+	buffered []journalRecord // acks before the stream attached
 	nbuf     int
 	stream   *DurableStream
 	notify   chan struct{}
 }
+
+// monoBase anchors monoNow: lease instants are read on the monotonic
+// clock, which a wall-clock step does not move.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// extend lets the holder deliver until LeaseHold after from (the moment
+// before a journal write of ours that the cluster saw before any newer
+// claim). The lease never moves back.
+func (w *watcher) extend(from time.Time) {
+	until := int64(from.Sub(monoBase) + LeaseHold)
+	for {
+		cur := w.lease.Load()
+		if cur >= until || w.lease.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// holds says whether the holder's lease still runs.
+func (w *watcher) holds() bool { return monoNow() < w.lease.Load() }
 
 func (w *watcher) poke() {
 	select {
@@ -112,16 +137,30 @@ func (w *watcher) poke() {
 
 // journal is this node's follower of one tenant's journal topic.
 type journal struct {
-	e     *Engine
-	topic string
-	parts int32
-	cl    *kgo.Client
+	e      *Engine
+	tenant string
+	topic  string
+	parts  int32
+	cl     *kgo.Client
+	cancel context.CancelFunc // stops follow and renew (retire, Engine.Close)
+	done   chan struct{}      // closed when both have returned
 
 	prog *readProgress
 
+	// startAt is when the end offsets the follower starts from were
+	// listed: every record below them was appended before it
+	startAt time.Time
+	// lastUse (monoNow) is when journalFor last handed the journal out;
+	// guarded by Engine.jmu
+	lastUse int64
+
 	mu    sync.Mutex
 	watch map[string]map[*watcher]struct{} // by subscription id
-	err   error                            // the follower stopped
+	lives map[string]*subLife              // by subscription id, at most maxLives
+	// quietFloor is the latest sighting of what was forgotten with a
+	// subLife dropped for room: no forgotten sign of life is later
+	quietFloor time.Time
+	err        error // the follower stopped
 }
 
 // JournalTopic is the tenant's subscription journal.
@@ -129,15 +168,80 @@ func (e *Engine) JournalTopic(t tenant.Tenant) string {
 	return e.cfg.Naming.Events(t.String()) + ".subjournal"
 }
 
+// journalSetup is one tenant's journal being set up (or set up: j): its
+// own goroutine sets it up off Engine.jmu, callers wait for ready.
+type journalSetup struct {
+	ready chan struct{}
+	j     *journal
+	err   error
+}
+
+// JournalSetupTimeout bounds the setup of a tenant's journal (topic
+// creation, end offsets, client), whoever waits for it.
+const JournalSetupTimeout = 30 * time.Second
+
 // journalFor returns the tenant's journal follower, creating the topic and
-// starting the follower on first use.
+// starting the follower on first use. The setup (CreateTopic, ListOffsets,
+// the client) runs off Engine.jmu on a goroutine of its own: a slow tenant
+// holds up only its own callers, and a caller that gives up (ctx) does not
+// fail the others.
 func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, error) {
+	key := t.String()
 	e.jmu.Lock()
-	defer e.jmu.Unlock()
-	if j := e.journals[t.String()]; j != nil {
-		return j, nil
+	js := e.journals[key]
+	if js == nil {
+		if !e.startGoroutines(1) {
+			e.jmu.Unlock()
+			return nil, ErrClosed
+		}
+		js = &journalSetup{ready: make(chan struct{})}
+		e.journals[key] = js
+		go e.setupJournal(js, key, e.JournalTopic(t))
 	}
-	topic := e.JournalTopic(t)
+	select {
+	case <-js.ready:
+		if js.err == nil {
+			js.j.lastUse = monoNow()
+		}
+		e.jmu.Unlock()
+		return js.j, js.err
+	default:
+	}
+	e.jmu.Unlock()
+	select {
+	case <-js.ready:
+		if js.err == nil {
+			e.jmu.Lock()
+			js.j.lastUse = monoNow()
+			e.jmu.Unlock()
+		}
+		return js.j, js.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("engine: journal of %s: %w", key, ctx.Err())
+	}
+}
+
+// setupJournal sets js up; a failed setup is forgotten (the next caller
+// tries again).
+func (e *Engine) setupJournal(js *journalSetup, key, topic string) {
+	defer e.wg.Done()
+	ctx, cancel := context.WithTimeout(e.ctx, JournalSetupTimeout)
+	j, err := e.startJournal(ctx, key, topic)
+	cancel()
+	e.jmu.Lock()
+	js.j, js.err = j, err
+	if err != nil {
+		delete(e.journals, key)
+	} else {
+		j.lastUse = monoNow()
+	}
+	e.jmu.Unlock()
+	close(js.ready)
+}
+
+// startJournal creates the journal topic unless it exists, lists its end
+// offsets and starts the follower (and renewals) there.
+func (e *Engine) startJournal(ctx context.Context, key, topic string) (*journal, error) {
 	if err := e.createJournal(ctx, topic); err != nil {
 		return nil, err
 	}
@@ -145,19 +249,21 @@ func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, err
 	if err != nil {
 		return nil, err
 	}
+	startAt := time.Now()
 	offs := map[int32]kgo.Offset{}
+	start := map[int32]int64{}
 	var parts int32
 	ends.Each(func(lo kadm.ListedOffset) {
 		offs[lo.Partition] = kgo.NewOffset().At(lo.Offset)
+		start[lo.Partition] = lo.Offset
 		parts = max(parts, lo.Partition+1)
 	})
 	if parts == 0 {
 		return nil, fmt.Errorf("engine: %s has no partitions", topic)
 	}
-	j := &journal{e: e, topic: topic, parts: parts, watch: map[string]map[*watcher]struct{}{}, prog: newReadProgress()}
-	start := map[int32]int64{}
-	for p, o := range offs {
-		start[p] = o.EpochOffset().Offset
+	j := &journal{
+		e: e, tenant: key, topic: topic, parts: parts, startAt: startAt, done: make(chan struct{}),
+		watch: map[string]map[*watcher]struct{}{}, lives: map[string]*subLife{}, prog: newReadProgress(),
 	}
 	j.prog.set(start, nil)
 	opts := append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
@@ -169,14 +275,31 @@ func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, err
 	if j.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, fmt.Errorf("engine: journal client: %w", err)
 	}
-	if !e.startGoroutines(2) {
+	if !e.startGoroutines(1) {
 		j.cl.Close()
 		return nil, ErrClosed
 	}
-	e.journals[t.String()] = j
-	go j.follow(e.ctx)
-	go j.renew(e.ctx)
+	var jctx context.Context
+	jctx, j.cancel = context.WithCancel(e.ctx)
+	go j.run(jctx)
 	return j, nil
+}
+
+// run follows the journal and renews this node's leases until ctx ends
+// (the engine closes or the journal is retired), then closes the client.
+func (j *journal) run(ctx context.Context) {
+	defer j.e.wg.Done()
+	defer close(j.done)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		j.renew(ctx)
+	}()
+	j.follow(ctx)
+	j.cancel() // the follower stopped by itself: renewals are pointless
+	wg.Wait()
+	j.cl.Close()
 }
 
 // createJournal creates the journal topic (one partition, delete policy,
@@ -220,7 +343,7 @@ func (j *journal) produce(ctx context.Context, key string, p int32, rec journalR
 
 // register starts following sub for a claimant.
 func (j *journal) register(sub string) (*watcher, error) {
-	w := &watcher{sub: sub, nodes: map[int64]string{}, released: map[int64]bool{}, renewed: map[int64]time.Time{}, notify: make(chan struct{}, 1)}
+	w := &watcher{sub: sub, released: map[int64]bool{}, notify: make(chan struct{}, 1)}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err != nil {
@@ -243,10 +366,9 @@ func (j *journal) unregister(w *watcher) {
 }
 
 // follow reads the journal and hands each record to the watchers of its
-// subscription.
+// subscription. A record that does not parse is skipped, logged and
+// counted; a fetch error is logged and counted (the client retries it).
 func (j *journal) follow(ctx context.Context) {
-	defer j.e.wg.Done()
-	defer j.cl.Close()
 	for {
 		fs := j.cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
@@ -262,6 +384,7 @@ func (j *journal) follow(ctx context.Context) {
 			return
 		}
 		fs.EachError(func(topic string, p int32, err error) {
+			j.e.metrics.journalFetchError("follow")
 			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: journal fetch")
 		})
 		now := time.Now()
@@ -270,8 +393,8 @@ func (j *journal) follow(ctx context.Context) {
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
 			next[r.Partition] = r.Offset + 1
-			var rec journalRecord
-			if json.Unmarshal(r.Value, &rec) != nil {
+			rec, ok := j.parse(r)
+			if !ok {
 				continue
 			}
 			j.dispatchLocked(string(r.Key), r.Offset, rec, now)
@@ -281,24 +404,38 @@ func (j *journal) follow(ctx context.Context) {
 	}
 }
 
+// parse decodes a journal record; one that does not parse is logged and
+// counted (aep_durable_journal_skipped_records_total) and skipped.
+func (j *journal) parse(r *kgo.Record) (journalRecord, bool) {
+	var rec journalRecord
+	if err := json.Unmarshal(r.Value, &rec); err != nil {
+		j.e.metrics.journalSkipped("journal")
+		j.e.cfg.Logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).
+			Msg("engine: unreadable journal record skipped")
+		return rec, false
+	}
+	return rec, true
+}
+
 func (j *journal) dispatchLocked(key string, off int64, rec journalRecord, now time.Time) {
 	if rec.T == jRenew {
 		for sub, ep := range rec.Epochs {
-			for w := range j.watch[sub] {
-				if ep != w.epoch {
-					w.renewed[ep] = now
-					w.poke()
-				}
-			}
+			j.lifeLocked(sub, now).sign(ep, now)
 		}
 		return
+	}
+	l := j.lifeLocked(key, now)
+	switch rec.T {
+	case jClaim:
+		l.claim(off+1, now, rec.Node)
+	case jCkpt, jDeliver:
+		l.sign(rec.Epoch, now)
 	}
 	for w := range j.watch[key] {
 		switch rec.T {
 		case jClaim:
 			ep := off + 1 // epochs start at 1: 0 is "none"
 			w.maxClaim = max(w.maxClaim, ep)
-			w.nodes[ep] = rec.Node
 			if w.epoch != 0 && ep > w.epoch && w.stream != nil {
 				w.stream.fence()
 			}
@@ -319,9 +456,12 @@ func (j *journal) dispatchLocked(key string, off int64, rec journalRecord, now t
 }
 
 // renew writes, every LeaseRenew, one renewal per partition listing the
-// epochs this node holds, and notes the success on their watchers.
+// epochs this node holds. A renewal counts (extends the leases from the
+// moment it was sent) only once the follower has read past it and found
+// no newer claim of the subscription before it: every renewal that counts
+// precedes, in the journal, the first claim newer than its epoch. That is
+// what lets a claimant bound the holder's lease (awaitRelease).
 func (j *journal) renew(ctx context.Context) {
-	defer j.e.wg.Done()
 	tk := time.NewTicker(LeaseRenew)
 	defer tk.Stop()
 	for {
@@ -329,6 +469,9 @@ func (j *journal) renew(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
+		}
+		if j.retireIfIdle() {
+			return
 		}
 		byPart := map[int32]map[string]int64{}
 		var held []*watcher
@@ -350,26 +493,72 @@ func (j *journal) renew(ctx context.Context) {
 			continue
 		}
 		sent := time.Now()
-		ok := true
-		for p, eps := range byPart {
-			rctx, cancel := context.WithTimeout(ctx, LeaseRenew)
-			_, err := j.produce(rctx, j.e.node, p, journalRecord{T: jRenew, Node: j.e.node, Epochs: eps})
-			cancel()
-			if err != nil {
-				ok = false
-				if ctx.Err() == nil {
-					j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("engine: lease renewal")
-				}
+		if err := j.renewOnce(ctx, byPart); err != nil {
+			if ctx.Err() == nil {
+				j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("engine: lease renewal")
+			}
+			continue
+		}
+		j.mu.Lock()
+		for _, w := range held {
+			if w.maxClaim <= w.epoch {
+				w.extend(sent)
 			}
 		}
-		if ok {
-			j.mu.Lock()
-			for _, w := range held {
-				w.renewOK = sent
-			}
-			j.mu.Unlock()
+		j.mu.Unlock()
+	}
+}
+
+// renewOnce writes the renewals and waits (at most LeaseRenew) until the
+// follower has read past them.
+func (j *journal) renewOnce(ctx context.Context, byPart map[int32]map[string]int64) error {
+	rctx, cancel := context.WithTimeout(ctx, LeaseRenew)
+	defer cancel()
+	offs := make(map[int32]int64, len(byPart))
+	for p, eps := range byPart {
+		off, err := j.produce(rctx, j.e.node, p, journalRecord{T: jRenew, Node: j.e.node, Epochs: eps})
+		if err != nil {
+			return err
+		}
+		offs[p] = off
+	}
+	for p, off := range offs {
+		if err := j.prog.waitPast(rctx, p, off+1); err != nil {
+			return fmt.Errorf("engine: journal %s: renewal not read back: %w", j.topic, err)
 		}
 	}
+	return nil
+}
+
+// JournalIdle is how long a tenant's journal follower stays without a
+// stream, a claim or an ack on this node before it is closed (the next
+// use starts it again, from the journal's end then).
+var JournalIdle = 5 * time.Minute
+
+// retireIfIdle closes the journal when nothing watches it and journalFor
+// has not handed it out for JournalIdle; the next journalFor starts a new
+// one. A caller holding the retired journal gets ErrClosed from it.
+func (j *journal) retireIfIdle() bool {
+	e := j.e
+	e.jmu.Lock()
+	defer e.jmu.Unlock()
+	if time.Duration(monoNow()-j.lastUse) < JournalIdle {
+		return false
+	}
+	j.mu.Lock()
+	idle := len(j.watch) == 0
+	if idle {
+		j.err = ErrClosed
+	}
+	j.mu.Unlock()
+	if !idle {
+		return false
+	}
+	if js := e.journals[j.tenant]; js != nil && js.j == j {
+		delete(e.journals, j.tenant)
+	}
+	j.cancel()
+	return true
 }
 
 // attach hands the claimant's watcher its stream: buffered acks are
@@ -405,3 +594,26 @@ func (e *Engine) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, a
 	_, err = j.produce(ctx, sub, j.partition(sub), rec)
 	return err
 }
+
+// journalMetrics count what the followers of the journal and of the
+// subscriptions topic could not use: nothing is skipped without a trace.
+type journalMetrics struct {
+	skipped     *prometheus.CounterVec // log: records that did not parse
+	fetchErrors *prometheus.CounterVec // reader: fetch errors seen
+}
+
+func newJournalMetrics(reg prometheus.Registerer) *journalMetrics {
+	m := &journalMetrics{
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_durable_journal_skipped_records_total",
+			Help: "Records of the subscription journal (log=journal) or of the subscriptions topic (log=subscriptions) skipped because they did not parse; each one is logged."}, []string{"log"}),
+		fetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_durable_journal_fetch_errors_total",
+			Help: "Fetch errors reading the subscription journal, by reader: follow (the node's follower, retried), replay (a takeover's fold, which then fails)."}, []string{"reader"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.skipped, m.fetchErrors)
+	}
+	return m
+}
+
+func (m *metrics) journalSkipped(log string)      { m.journal.skipped.WithLabelValues(log).Inc() }
+func (m *metrics) journalFetchError(where string) { m.journal.fetchErrors.WithLabelValues(where).Inc() }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -21,20 +20,20 @@ var ErrTakenOver = errors.New("engine: a newer stream of the subscription took i
 // LeaseHold: another node may take it over, so it stops delivering.
 var ErrLeaseLost = errors.New("engine: the stream's lease could not be renewed")
 
-// HeldError refuses a stream whose holder keeps renewing its lease without
-// giving way (its node does not see the journal): it names the holder.
-type HeldError struct {
-	Node  string
-	Epoch int64
+// DurableWait tells the binding of a stream being opened that it waits for
+// the previous holder of the subscription (DurableRequest.OnWait): Epoch
+// is the new claim, Holder and Node the previous holder's epoch and node
+// ("" when this node did not see its claim), Left how long the wait lasts
+// at most from now.
+type DurableWait struct {
+	Epoch  int64
+	Holder int64
+	Node   string
+	Left   time.Duration
 }
 
-func (e *HeldError) Error() string {
-	return fmt.Sprintf("engine: the subscription's stream is held by node %s (epoch %d), which did not give way", e.Node, e.Epoch)
-}
-
-// maxClaimWait bounds how long a claimant waits for a holder that renews
-// but does not release.
-const maxClaimWait = 10 * time.Second
+// WaitNotice is how often OnWait is called again while a claimant waits.
+const WaitNotice = time.Second
 
 // takeover is what a new holder starts from: per partition the committed
 // offset, the read end, the reserved high-water, the attempts of pending
@@ -48,21 +47,32 @@ type takeover struct {
 
 // claim makes this node the holder of the subscription's stream: it writes
 // a claim (its offset is the epoch), waits until the previous holder (the
-// group commit's h) released or its lease expired, folds the journal from
-// the last checkpoint into the takeover state, checkpoints it with h = the
-// new epoch, and checks that no newer claim appeared meanwhile.
+// group commit's h) released or certainly stopped delivering, folds the
+// journal from the last checkpoint into the takeover state, checkpoints it
+// with h = the new epoch, and checks that no newer claim appeared
+// meanwhile. A claim that fails is released.
 func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*journal, *watcher, *takeover, error) {
-	j, err := e.journalFor(ctx, req.Tenant)
-	if err != nil {
-		return nil, nil, nil, err
+	var j *journal
+	var w *watcher
+	var err error
+	for range 2 { // a journal retired (idle) between journalFor and register: once more
+		if j, err = e.journalFor(ctx, req.Tenant); err != nil {
+			return nil, nil, nil, err
+		}
+		if w, err = j.register(req.SubscriptionID); !errors.Is(err, ErrClosed) || e.ctx.Err() != nil {
+			break
+		}
 	}
-	w, err := j.register(req.SubscriptionID)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	tk, err := e.claimWith(ctx, j, w, req, topic, tag, parts)
 	if err != nil {
-		j.unregister(w)
+		if w.epoch != 0 {
+			e.abandon(j, w, req.SubscriptionID)
+		} else {
+			j.unregister(w)
+		}
 		return nil, nil, nil, err
 	}
 	return j, w, tk, nil
@@ -75,16 +85,18 @@ func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req Dura
 	if err != nil {
 		return nil, err
 	}
+	acked := time.Now()
 	epoch := off + 1 // 0 is "no holder"
 	j.mu.Lock()
-	w.epoch, w.renewOK = epoch, start
+	w.epoch = epoch
 	j.mu.Unlock()
+	w.extend(start)
 	_, pcs, _, err := fetchDurable(ctx, e.adm, req.Group, topic)
 	if err != nil {
 		return nil, err
 	}
 	if h := holderOf(pcs); h > 0 && h < epoch {
-		if err := j.awaitRelease(ctx, w, h, start); err != nil {
+		if err := j.awaitRelease(ctx, w, h, off, acked, req.OnWait); err != nil {
 			return nil, err
 		}
 		if _, pcs, _, err = fetchDurable(ctx, e.adm, req.Group, topic); err != nil {
@@ -98,11 +110,10 @@ func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req Dura
 	if err != nil {
 		return nil, err
 	}
-	// the holder mark is committed now: a newer claimant waits LeaseTTL
-	// from a later moment, so the lease counts from here
-	j.mu.Lock()
-	w.renewOK = time.Now()
-	j.mu.Unlock()
+	// the holder mark is committed now; the checkpoint below is a journal
+	// write of ours before any newer claim (checked after it), so the lease
+	// counts from here
+	w.extend(time.Now())
 	if err := e.checkpoint(ctx, j, req, topic, tag, parts, epoch, tk, epoch); err != nil {
 		return nil, err
 	}
@@ -124,7 +135,6 @@ func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req Dura
 		if err := e.checkpoint(ctx, j, req, topic, tag, parts, epoch, tk, newest); err != nil {
 			e.cfg.Logger.Warn().Err(err).Str("group", req.Group).Msg("engine: hand-over commit")
 		}
-		_, _ = j.produce(ctx, sub, p, journalRecord{T: jRelease, Node: e.node, Epoch: epoch})
 		return nil, ErrTakenOver
 	}
 	return tk, nil
@@ -144,20 +154,28 @@ func (j *journal) newerClaim(w *watcher) bool {
 	return w.maxClaim > w.epoch
 }
 
-// awaitRelease waits until holder h released, or did not renew for
-// LeaseTTL since our claim (at start) or its last renewal seen, whichever
-// is later. A newer claim than ours ends the wait with ErrTakenOver; a
-// holder that renews but never gives way for maxClaimWait with a
-// *HeldError.
-func (j *journal) awaitRelease(ctx context.Context, w *watcher, h int64, start time.Time) error {
+// awaitRelease waits until holder h released, or until LeaseTTL passed
+// since h's last sign of life before our claim as this node saw it
+// (signOfLife; at the latest our claim's acknowledgement, acked): h's
+// renewals count only when they precede every newer claim in the journal,
+// so h stopped delivering by LeaseHold after that sign, measured in
+// durations on each node and never by comparing clocks. A newer claim of
+// the subscription does not restart the wait: the sign it counts from is
+// the same. A newer claim than ours ends the wait with ErrTakenOver.
+// onWait (if not nil) hears of the wait at once and every WaitNotice.
+func (j *journal) awaitRelease(ctx context.Context, w *watcher, h, claimOff int64, acked time.Time, onWait func(DurableWait)) error {
+	p := j.partition(w.sub)
+	// every record before our claim is read: the holder's signs of life
+	// among them are known
+	if err := j.prog.waitPast(ctx, p, claimOff+1); err != nil {
+		return fmt.Errorf("engine: read %s up to the claim: %w", j.topic, err)
+	}
+	var told time.Time
 	for {
 		j.mu.Lock()
 		newer, released, err := w.maxClaim > w.epoch, w.released[h], j.err
-		deadline := start.Add(LeaseTTL)
-		if t, ok := w.renewed[h]; ok && t.Add(LeaseTTL).After(deadline) {
-			deadline = t.Add(LeaseTTL)
-		}
-		node := w.nodes[h]
+		since, ok := j.signOfLifeLocked(w.sub, h)
+		node := j.claimantLocked(w.sub, h)
 		j.mu.Unlock()
 		switch {
 		case newer:
@@ -167,14 +185,19 @@ func (j *journal) awaitRelease(ctx context.Context, w *watcher, h int64, start t
 		case err != nil:
 			return err
 		}
+		if !ok || since.After(acked) {
+			since = acked
+		}
+		deadline := since.Add(LeaseTTL)
 		now := time.Now()
 		if !now.Before(deadline) {
-			return nil // the lease expired: the holder stopped delivering by now
+			return nil // the holder stopped delivering by now
 		}
-		if now.Sub(start) > maxClaimWait {
-			return &HeldError{Node: node, Epoch: h}
+		if onWait != nil && now.Sub(told) >= WaitNotice {
+			onWait(DurableWait{Epoch: w.epoch, Holder: h, Node: node, Left: deadline.Sub(now)})
+			told = now
 		}
-		tm := time.NewTimer(deadline.Sub(now))
+		tm := time.NewTimer(min(deadline.Sub(now), WaitNotice))
 		select {
 		case <-w.notify:
 		case <-tm.C:
@@ -184,6 +207,137 @@ func (j *journal) awaitRelease(ctx context.Context, w *watcher, h int64, start t
 		}
 		tm.Stop()
 	}
+}
+
+// subLife is what this node's journal follower saw of one subscription's
+// epochs since it started: the latest claims, and per epoch when it last
+// saw a sign of life of it (a renewal listing it, a deliver or checkpoint
+// record of it) before any newer claim.
+type subLife struct {
+	maxClaim int64
+	claims   []seenClaim         // ascending epochs, at most maxSeenClaims
+	signs    map[int64]time.Time // at most maxSeenSigns epochs
+	evicted  int64               // the highest epoch whose claim or sign was forgotten
+	touched  time.Time           // the last record seen
+}
+
+type seenClaim struct {
+	epoch int64
+	at    time.Time
+	node  string
+}
+
+// Bounds of what a follower remembers of the subscriptions' epochs.
+const (
+	maxSeenClaims = 16
+	maxSeenSigns  = 8
+	maxLives      = 1 << 14
+)
+
+// lifeLocked is sub's subLife, made on first sight. When maxLives are
+// tracked, the one seen least recently is dropped (quietFloor keeps its
+// last sighting as a bound). Must hold j.mu.
+func (j *journal) lifeLocked(sub string, now time.Time) *subLife {
+	l := j.lives[sub]
+	if l == nil {
+		if len(j.lives) >= maxLives {
+			var oldest string
+			for id, o := range j.lives {
+				if oldest == "" || o.touched.Before(j.lives[oldest].touched) {
+					oldest = id
+				}
+			}
+			if j.lives[oldest].touched.After(j.quietFloor) {
+				j.quietFloor = j.lives[oldest].touched
+			}
+			delete(j.lives, oldest)
+		}
+		l = &subLife{signs: map[int64]time.Time{}}
+		j.lives[sub] = l
+	}
+	l.touched = now
+	return l
+}
+
+func (l *subLife) claim(ep int64, at time.Time, node string) {
+	l.maxClaim = max(l.maxClaim, ep)
+	l.claims = append(l.claims, seenClaim{ep, at, node})
+	if len(l.claims) > maxSeenClaims {
+		l.evicted = max(l.evicted, l.claims[0].epoch)
+		l.claims = append(l.claims[:0], l.claims[1:]...)
+	}
+}
+
+// sign notes a sign of life of epoch ep, unless a newer claim was seen
+// before it (such a sign does not extend ep's lease).
+func (l *subLife) sign(ep int64, at time.Time) {
+	if ep <= 0 || l.maxClaim > ep {
+		return
+	}
+	l.signs[ep] = at
+	if len(l.signs) > maxSeenSigns {
+		low := ep
+		for e := range l.signs {
+			low = min(low, e)
+		}
+		delete(l.signs, low)
+		l.evicted = max(l.evicted, low)
+	}
+}
+
+// claimantLocked is the node that claimed epoch h of sub, "" when this
+// node's follower did not see (or no longer remembers) that claim. Must
+// hold j.mu.
+func (j *journal) claimantLocked(sub string, h int64) string {
+	if l := j.lives[sub]; l != nil {
+		for _, c := range l.claims {
+			if c.epoch == h {
+				return c.node
+			}
+		}
+	}
+	return ""
+}
+
+// signOfLifeLocked bounds, on this node's clock, when holder h last showed
+// it was alive before the first claim newer than h: a moment at or after
+// the journal write of h's last renewal (or claim, or checkpoint) that can
+// extend its lease. With the follower past the asking claim, every such
+// write at or after the follower's start offsets was seen: the last one
+// seen bounds it; when none was, they all precede the start (startAt). A
+// forgotten epoch is bounded by the first newer claim still remembered.
+// false: nothing is known (the caller counts from its own claim). Must
+// hold j.mu.
+func (j *journal) signOfLifeLocked(sub string, h int64) (time.Time, bool) {
+	l := j.lives[sub]
+	if l == nil {
+		return time.Time{}, false
+	}
+	if h <= l.evicted {
+		for _, c := range l.claims {
+			if c.epoch > h {
+				return c.at, true
+			}
+		}
+		return time.Time{}, false
+	}
+	var at time.Time
+	found := false
+	if t, ok := l.signs[h]; ok {
+		at, found = t, true
+	}
+	for _, c := range l.claims {
+		if c.epoch == h && c.at.After(at) {
+			at, found = c.at, true
+		}
+	}
+	if !found {
+		at = j.startAt
+		if j.quietFloor.After(at) {
+			at = j.quietFloor
+		}
+	}
+	return at, true
 }
 
 // replay folds the subscription's journal records from the checkpoint the
@@ -207,36 +361,69 @@ func (e *Engine) replay(ctx context.Context, j *journal, p int32, sub string, pc
 	if !ok || lo.Offset <= max(from, 0) {
 		return tk, nil
 	}
-	end := lo.Offset
+	err = j.readRange(ctx, p, from, lo.Offset, func(r *kgo.Record) {
+		if string(r.Key) != sub {
+			return
+		}
+		if rec, ok := j.parse(r); ok {
+			tk.fold(rec)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tk, nil
+}
+
+// readRange hands fn every record of partition p from offset from (-1:
+// the start) up to end on a short-lived client. A fetch error ends it (logged and counted):
+// a takeover must not fold a journal with a hole in it. Records that
+// retention removed (the first offset read is past from) are logged and
+// counted; the group commit's metadata stands in for them.
+func (j *journal) readRange(ctx context.Context, p int32, from, end int64, fn func(*kgo.Record)) error {
 	start := kgo.NewOffset().AtStart()
 	if from >= 0 {
 		start = kgo.NewOffset().At(from)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{j.topic: {p: start}}))...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), j.e.cfg.ClientOpts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{j.topic: {p: start}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
-		return nil, fmt.Errorf("engine: journal replay client: %w", err)
+		return fmt.Errorf("engine: journal replay client: %w", err)
 	}
 	defer cl.Close()
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("engine: replay %s: %w", j.topic, err)
+			return fmt.Errorf("engine: replay %s: %w", j.topic, err)
+		}
+		var ferr error
+		fs.EachError(func(topic string, fp int32, err error) {
+			j.e.metrics.journalFetchError("replay")
+			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", fp).Msg("engine: journal replay fetch")
+			if ferr == nil {
+				ferr = fmt.Errorf("engine: replay %s partition %d: %w", topic, fp, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
 		}
 		last := int64(-1)
 		for it := fs.RecordIter(); !it.Done(); {
 			r := it.Next()
-			last = r.Offset
-			if r.Offset >= end || string(r.Key) != sub {
-				continue
+			if from >= 0 && r.Offset > from {
+				j.e.metrics.journalSkipped("journal_retention")
+				j.e.cfg.Logger.Warn().Str("topic", j.topic).Int32("partition", p).Int64("from", from).Int64("first", r.Offset).
+					Msg("engine: journal records gone (retention): the commit metadata stands in for them")
 			}
-			var rec journalRecord
-			if json.Unmarshal(r.Value, &rec) == nil {
-				tk.fold(rec)
+			from = -1 // checked on the first record only
+			last = r.Offset
+			if r.Offset < end {
+				fn(r)
 			}
 		}
 		if last+1 >= end {
-			return tk, nil
+			return nil
 		}
 	}
 }
@@ -334,4 +521,48 @@ func commitsOf(jps []journalPart, journalOff, holder int64) []partCommit {
 		pcs = append(pcs, pc)
 	}
 	return pcs
+}
+
+// Hand says whether d may go to the client now: the stream was not fenced
+// and its lease runs. Bindings call it right before writing each delivery
+// (a holder that was stopped, e.g. SIGSTOPped, past its lease must not
+// write what waited in its queues when it wakes). A delivery that may not
+// go is taken back (its attempt uncounted) and the stream ends
+// (ErrLeaseLost, unless it was fenced). Dead-letter notices always go:
+// they report what was already written.
+func (s *DurableStream) Hand(d DurableDelivery) bool {
+	if d.Kind != DurableEvent || (!s.fenced.Load() && s.w.holds()) {
+		return true
+	}
+	s.mu.Lock()
+	s.unsendLocked([]DurableDelivery{d})
+	s.mu.Unlock()
+	s.end(ErrLeaseLost) // the first reason wins: a fence stays a fence
+	return false
+}
+
+// Next is Deliveries().Next through Hand: a delivery that may not go is
+// skipped (taken back). With Ready and OnReady, the stream is a
+// transport.Source for a binding that writes what Next returns at once.
+func (s *DurableStream) Next() (DurableDelivery, bool, bool) {
+	for {
+		d, ok, ended := s.q.Next()
+		if !ok || s.Hand(d) {
+			return d, ok, ended
+		}
+	}
+}
+
+// Ready receives a token when Next may return a delivery or the end.
+func (s *DurableStream) Ready() <-chan struct{} { return s.q.Ready() }
+
+// OnReady is Deliveries().OnReady (a parked consumer's wake-up).
+func (s *DurableStream) OnReady(fn func()) { s.q.OnReady(fn) }
+
+// leaseErr is nil while the stream may deliver: not fenced, lease running.
+func (s *DurableStream) leaseErr() error {
+	if !s.w.holds() {
+		return ErrLeaseLost
+	}
+	return nil
 }

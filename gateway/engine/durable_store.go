@@ -138,8 +138,17 @@ func (e *Engine) endDeleted(t tenant.Tenant, ids []string) {
 		return
 	}
 	e.jmu.Lock()
-	j := e.journals[t.String()]
+	js := e.journals[t.String()]
 	e.jmu.Unlock()
+	if js == nil {
+		return
+	}
+	select {
+	case <-js.ready:
+	default:
+		return // being set up: it holds no stream yet
+	}
+	j := js.j
 	if j == nil {
 		return
 	}
@@ -238,6 +247,7 @@ func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 			}
 			var def SubscriptionDef
 			if json.Unmarshal(r.Value, &def) != nil || def.ID != string(r.Key) {
+				e.metrics.journalSkipped("subscriptions")
 				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("engine: unreadable subscription definition skipped")
 				continue
 			}

@@ -98,6 +98,10 @@ type DurableRequest struct {
 	// DeadLetter encodes dead letters (required): the binding's dialect
 	// decides their shape.
 	DeadLetter DeadLetterCodec
+	// OnWait, when not nil, hears (on the opening goroutine, at once and
+	// every WaitNotice) that the opening waits for the previous holder to
+	// stop: a binding tells its client, whose watchdog would fire.
+	OnWait func(DurableWait)
 
 	clock func() time.Time // tests move time; nil means time.Now
 }
@@ -502,23 +506,27 @@ func (s *DurableStream) run(ctx context.Context) {
 	defer s.e.metrics.durable.Dec()
 	defer s.e.lag.untrack(s)
 	err := s.loop(ctx)
+	if why := s.endWhy.Load(); why != nil && ctx.Err() != nil && err == ctx.Err() {
+		err = *why // Hand ended it: the lease ran out
+	}
 	s.mu.Lock()
 	s.ended = true // the final commit below sees every ack applied before
 	s.mu.Unlock()
 	s.unsend()
 	s.j.unregister(s.w) // no more acks from the journal: the next holder applies them
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if !errors.Is(err, ErrLeaseLost) {
-		// a lost lease may already be someone else's: neither commit nor release
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// a lost lease may already be someone else's: no commit (the
+		// release below is still true: this epoch delivers nothing more)
 		if cerr := s.commitAs(cctx, 0); cerr != nil {
 			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
 		}
-		sub := s.req.SubscriptionID
-		if _, rerr := s.j.produce(cctx, sub, s.j.partition(sub), journalRecord{T: jRelease, Node: s.e.node, Epoch: s.epoch}); rerr != nil {
-			s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("engine: release")
-		}
-		cancel()
 	}
+	sub := s.req.SubscriptionID
+	if _, rerr := s.j.produce(cctx, sub, s.j.partition(sub), journalRecord{T: jRelease, Node: s.e.node, Epoch: s.epoch}); rerr != nil {
+		s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("engine: release")
+	}
+	cancel()
 	s.cl.Close()
 	if ctx.Err() != nil && err == ctx.Err() {
 		err = nil
@@ -540,6 +548,9 @@ func (s *DurableStream) loop(ctx context.Context) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if err := s.leaseErr(); err != nil {
+			return err // what waits in the queue is taken back (run)
 		}
 		now := s.req.clock()
 		if !s.req.ExpiresAt.IsZero() && !now.Before(s.req.ExpiresAt) {
@@ -881,11 +892,8 @@ func (s *DurableStream) reserveAndSend(ctx context.Context, out []DurableDeliver
 }
 
 func (s *DurableStream) reserve(ctx context.Context, out []DurableDelivery) error {
-	s.j.mu.Lock()
-	renewOK := s.w.renewOK
-	s.j.mu.Unlock()
-	if time.Since(renewOK) > LeaseHold {
-		return ErrLeaseLost
+	if err := s.leaseErr(); err != nil {
+		return err
 	}
 	rec := journalRecord{T: jDeliver, Node: s.e.node, Epoch: s.epoch}
 	s.mu.Lock()

@@ -116,7 +116,7 @@ type Engine struct {
 
 	node     string                   // this node in stream claims
 	jmu      sync.Mutex               // never held with mu or a stream's mu
-	journals map[string]*journal      // by tenant; guarded by jmu
+	journals map[string]*journalSetup // by tenant; guarded by jmu
 	defs     map[string]*defsFollower // by tenant; guarded by jmu
 }
 
@@ -161,7 +161,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
-		tails: map[string]*tail{}, node: node, journals: map[string]*journal{}, defs: map[string]*defsFollower{},
+		tails: map[string]*tail{}, node: node, journals: map[string]*journalSetup{}, defs: map[string]*defsFollower{},
 	}
 	e.lag = newLagCollector(e, cfg.SubscriptionLagTop)
 	if cfg.Registerer != nil {

@@ -21,6 +21,7 @@ type metrics struct {
 	tenants       *tenantLabels
 	refusals      *prometheus.CounterVec
 	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
+	journal       *journalMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
@@ -42,6 +43,7 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
+	m.journal = newJournalMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
 	}

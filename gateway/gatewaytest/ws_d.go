@@ -99,11 +99,16 @@ func (w *WSD) Event() DEnvelope {
 }
 
 // Subscribe sends subscription.requested with the filter object and
-// returns the answer (subscription.created or subscription.rejected).
+// returns the answer (subscription.created or subscription.rejected),
+// past the waiting notices (session.heartbeat) an attach to a durable
+// subscription sends while it waits for the previous holder.
 func (w *WSD) Subscribe(id, filter string) DEnvelope {
 	w.tb.Helper()
 	w.Send(DControl(id, "subscription.requested", filter))
 	m := w.Next()
+	for m.Type == "session.heartbeat" && m.Str("status") == "waiting" {
+		m = w.Next()
+	}
 	if m.CausationID != id {
 		w.tb.Fatalf("answer to %s: %s", id, m.Raw)
 	}
