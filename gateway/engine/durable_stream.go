@@ -703,7 +703,7 @@ func (s *DurableStream) pollContext(ctx context.Context, now time.Time) (context
 // read processes fetched records: filtered out ones are done at once,
 // matching ones are delivered (or, below an earlier stream's read end,
 // redelivered with their next attempt or skipped as done). A matching
-// record that would add a pending delivery while MaxAckPending are pending
+// record that would be a first delivery while MaxAckPending are pending
 // stops reading its partition until acks free room.
 func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDelivery) []DurableDelivery {
 	s.mu.Lock()
@@ -743,7 +743,9 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 			}
 			attempts, handed = n+1, ps.priorHd[r.Offset]
 		}
-		if s.inflight >= s.req.MaxAckPending {
+		if attempts == 1 && s.inflight >= s.req.MaxAckPending {
+			// a new delivery waits; a repeat of one an earlier stream may
+			// have delivered is pending already and still goes
 			s.stats.CapReached++
 			s.blockLocked(p)
 			continue
