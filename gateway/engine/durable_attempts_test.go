@@ -273,3 +273,37 @@ func checkpoints(t *testing.T, k *kafkaEnv, e *Engine, sub string) []journalReco
 	}
 	return out
 }
+
+// Hand-overs reach the journal after the fact, in the stream's periodic
+// checkpoint (not only in its last one): a delivery taken but never
+// confirmed is listed as sent, not as handed.
+func TestDurableHandOversReachTheJournal(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-journal"
+	startDurable(t, e, group)
+	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
+	var offs []int64
+	for i := range 3 {
+		offs = append(offs, k.produce(0, "task.x", "s", i))
+	}
+	recvD(t, s)
+	recvD(t, s)
+	recvQueued(t, s)
+	var last journalPart
+	gatewaytest.Poll(t, "a checkpoint with the hand-overs", func() bool {
+		cks := checkpoints(t, k, e, "sub_t")
+		if len(cks) == 0 || len(cks[len(cks)-1].Parts) == 0 {
+			return false
+		}
+		last = cks[len(cks)-1].Parts[0]
+		return len(last.D) == 2
+	})
+	if last.D[offs[0]] != 1 || last.D[offs[1]] != 1 || last.A[offs[2]] != 1 {
+		t.Fatalf("checkpoint %+v: want offsets %v handed once, %d sent once and not handed", last, offs[:2], offs[2])
+	}
+	select {
+	case <-s.Done():
+		t.Fatal("the stream ended")
+	default:
+	}
+}
