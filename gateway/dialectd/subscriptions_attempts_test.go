@@ -43,10 +43,26 @@ func (e *sseEnv) create(body string) string {
 	return created.ID
 }
 
+// nextWithin is next with a deadline over the heartbeats it skips (next
+// alone waits forever on a stream that only sends heartbeats).
+func (s *sseStream) nextWithin(d time.Duration) gatewaytest.SSEMessage {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		m, err := s.TryNext(time.Until(deadline))
+		if err != nil {
+			s.t.Fatalf("no message but heartbeats within %v: %v", d, err)
+		}
+		if m.Comment() != "heartbeat" {
+			return m
+		}
+	}
+}
+
 // redelivery reads an event.redelivered notice and the event after it.
 func (s *sseStream) redelivery(id string, attempt int) {
 	s.t.Helper()
-	m := s.next()
+	m := s.nextWithin(20 * time.Second)
 	var n struct {
 		Payload struct {
 			OriginalEventID string `json:"original_event_id"`
@@ -63,18 +79,22 @@ func (s *sseStream) redelivery(id string, attempt int) {
 
 // Over a real socket, the SSE writer confirms each event it wrote and
 // flushed: the event never acknowledged is dead-lettered after exactly
-// max_attempts of them, a reconnect in between counting only what the
-// first connection was handed.
+// max_attempts hand-overs that count: the one before a reconnect counts
+// because the client acknowledged a later event of that connection, the
+// next two because their ack timeouts passed with the stream open.
 func TestSubscriptionsDDeadLetterAfterHandOvers(t *testing.T) {
 	e := newSubsEnv(t, dialectd.SubscriptionsConfig{CommitInterval: 20 * time.Millisecond,
 		Policy: engine.AckPolicy{Backoff: time.Millisecond}})
 	id := e.create(`{"types":["task.*"],"max_attempts":3,"ack_timeout_ms":300}`)
-	e.ingest(dEvent("evt_1", "task.updated", "s1"))
+	e.ingest(dEvent("evt_1", "task.updated", "s1"), dEvent("evt_2", "task.updated", "s1")) // one partition, in order
 	s1 := e.openPath("/aep/subscriptions/" + id + "/stream")
-	if d := s1.event(); d.ID != "evt_1" {
-		t.Fatalf("first delivery %+v", d)
+	if a, b := s1.event().ID, s1.event().ID; a != "evt_1" || b != "evt_2" {
+		t.Fatalf("first deliveries %s, %s", a, b)
 	}
-	gatewaytest.Poll(t, "the hand-over confirmed", func() bool { return e.state(id).Handed == 1 })
+	gatewaytest.Poll(t, "both writes confirmed", func() bool { return e.state(id).Handed == 2 })
+	if code, b := e.do(http.MethodPost, "/aep/subscriptions/"+id+"/acks", ackBody("event.acknowledged", "evt_2")); code != http.StatusOK {
+		t.Fatalf("ack: %d %s", code, b)
+	}
 	s1.Close()
 	gatewaytest.Poll(t, "the first stream released", func() bool { return !e.state(id).Streaming })
 	s2 := e.openPath("/aep/subscriptions/" + id + "/stream")
@@ -86,6 +106,30 @@ func TestSubscriptionsDDeadLetterAfterHandOvers(t *testing.T) {
 	}
 	if dl := e.deadLetters("/aep/dead-letters"); len(dl.DeadLetters) != 1 || dl.DeadLetters[0].Event.Payload.Attempts != 3 {
 		t.Fatalf("dead-letter topic: %+v", dl)
+	}
+}
+
+// A connection that drops with events written but unread is charged
+// nothing: the next stream delivers them again (marked), and after two
+// such drops the third stream still delivers the event, not its dead
+// letter, with max_attempts 2.
+func TestSubscriptionsDDroppedConnectionsAreNotCharged(t *testing.T) {
+	e := newSubsEnv(t, dialectd.SubscriptionsConfig{CommitInterval: 20 * time.Millisecond})
+	id := e.create(`{"types":["task.*"],"max_attempts":2,"ack_timeout_ms":3600000}`)
+	e.ingest(dEvent("evt_1", "task.updated", "s1"))
+	for round := range 3 {
+		s := e.openPath("/aep/subscriptions/" + id + "/stream")
+		if round > 0 {
+			s.redelivery("evt_1", 2)
+		} else if d := s.event(); d.ID != "evt_1" {
+			t.Fatalf("first delivery %+v", d)
+		}
+		gatewaytest.Poll(t, "the write confirmed", func() bool { return e.state(id).Handed == 1 })
+		s.Close() // read but never acknowledged: as if it sat unread in the socket
+		gatewaytest.Poll(t, "the stream released", func() bool { return !e.state(id).Streaming })
+	}
+	if dl := e.deadLetters("/aep/dead-letters"); len(dl.DeadLetters) != 0 {
+		t.Fatalf("dead letters after drops: %+v", dl)
 	}
 }
 

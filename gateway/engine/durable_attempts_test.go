@@ -13,10 +13,12 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
-// Deliveries that were reserved (a deliver record), queued or taken by a
-// transport that never wrote them, across several takeovers between two
-// nodes, are no attempts: the events come again marked (they may have been
-// delivered) but are never dead-lettered for it.
+// Deliveries that were reserved (a deliver record), queued, taken by a
+// transport that never wrote them, or written into a connection that then
+// dropped before the client acknowledged anything after them, across
+// several takeovers between two nodes, are no attempts: the events come
+// again marked (they may have been delivered) but are never dead-lettered
+// for it.
 func TestDurableUnhandedDeliveriesNeverDeadLetter(t *testing.T) {
 	k, eA := durableEnv(t, 1)
 	eB := k.engine(nil)
@@ -27,21 +29,28 @@ func TestDurableUnhandedDeliveriesNeverDeadLetter(t *testing.T) {
 		k.produce(0, "task.x", "s", i)
 	}
 	nodes := []*Engine{eA, eB}
-	for round := range 5 {
+	for round := range 6 {
 		s := openDurable(t, nodes[round%2], group, pol, 0)
-		if round%2 == 0 {
+		switch round % 3 {
+		case 0:
 			for range 5 { // taken by a transport whose writes failed
 				if d := recvQueued(t, s); d.Kind != DurableEvent {
 					t.Fatalf("round %d: %+v", round, d)
 				}
 			}
-		} else {
+		case 1:
 			// reserved and queued, never taken
 			gatewaytest.Poll(t, "5 deliveries queued", func() bool { return s.Deliveries().Len() == 5 })
+		case 2:
+			for range 5 { // written, unread in the socket when it dropped
+				if d := recvD(t, s); d.Kind != DurableEvent {
+					t.Fatalf("round %d: %+v", round, d)
+				}
+			}
 		}
 		// the next round's stream, on the other node, takes it over
 	}
-	s := openDurable(t, nodes[1], group, pol, 0)
+	s := openDurable(t, nodes[0], group, pol, 0)
 	for range 5 {
 		d := recvD(t, s)
 		if d.Kind != DurableEvent || d.Attempt != 2 {
@@ -56,8 +65,10 @@ func TestDurableUnhandedDeliveriesNeverDeadLetter(t *testing.T) {
 }
 
 // An event that is never acknowledged is dead-lettered exactly after
-// max_attempts hand-overs: a delivery taken but not written in between
-// does not count, and the attempt numbers count hand-overs.
+// max_attempts hand-overs: one read before a drop (the client acked a
+// later event), then two whose ack timeouts passed; a delivery taken but
+// not written in between does not count, and the attempt numbers count
+// hand-overs.
 func TestDurableDeadLetterAfterHandedAttempts(t *testing.T) {
 	k, eA := durableEnv(t, 1)
 	eB := k.engine(nil)
@@ -66,11 +77,15 @@ func TestDurableDeadLetterAfterHandedAttempts(t *testing.T) {
 	clk := &testClock{}
 	req := DurableRequest{Group: group, clock: clk.now, Policy: AckPolicy{AckTimeout: time.Hour, MaxAttempts: 3, Backoff: time.Millisecond}}
 	k.produce(0, "task.x", "s", 1)
+	k.produce(0, "task.x", "t", 2)
 	open := func(e *Engine) *DurableStream { return openDurableReq(t, e, req) }
 
-	if d := recvD(t, open(eA)); d.Attempt != 1 {
+	sA := open(eA)
+	if d := recvD(t, sA); d.Attempt != 1 || d.Event.Attrs.ID != "evt_s_1" {
 		t.Fatalf("first hand-over: %+v", d)
 	}
+	recvD(t, sA)
+	sA.Ack("evt_t_2") // read after evt_s_1: evt_s_1 was read too
 	if d := recvQueued(t, open(eB)); d.Kind != DurableEvent || d.Attempt != 2 {
 		t.Fatalf("after the takeover: %+v (want the event marked as attempt 2)", d)
 	}
@@ -96,7 +111,8 @@ func TestDurableDeadLetterAfterHandedAttempts(t *testing.T) {
 // A consumer that acknowledges everything it receives never sees a dead
 // letter, whatever drops and takeovers happen: here every stream first
 // loses a few deliveries (taken, never written), then hands some that the
-// consumer acks, then is dropped or taken over by the other node.
+// consumer acks, then writes a few more the consumer never reads, then is
+// dropped or taken over by the other node.
 func TestDurableAckingConsumerNeverDeadLetters(t *testing.T) {
 	k, eA := durableEnv(t, 2)
 	eB := k.engine(nil)
@@ -126,7 +142,8 @@ func TestDurableAckingConsumerNeverDeadLetters(t *testing.T) {
 				t.Fatalf("round %d: %+v", round, d)
 			}
 		}
-		for range min(1+rng.IntN(10), left-lost) {
+		read := min(1+rng.IntN(10), left-lost)
+		for range read {
 			d := recvD(t, s)
 			if d.Kind != DurableEvent {
 				t.Fatalf("round %d: a consumer that acks everything got %+v", round, d)
@@ -137,6 +154,12 @@ func TestDurableAckingConsumerNeverDeadLetters(t *testing.T) {
 			acked[d.Event.Attrs.ID] = true
 			if got := s.Ack(d.Event.Attrs.ID); got != OutcomeApplied {
 				t.Fatalf("ack: %s", got)
+			}
+		}
+		// written into the socket but unread when it drops
+		for range min(rng.IntN(4), left-lost-read) {
+			if d := recvD(t, s); d.Kind != DurableEvent {
+				t.Fatalf("round %d: a consumer that acks everything got %+v", round, d)
 			}
 		}
 		if st := s.Stats(); st.DeadLettered != 0 {
@@ -274,21 +297,26 @@ func checkpoints(t *testing.T, k *kafkaEnv, e *Engine, sub string) []journalReco
 	return out
 }
 
-// Hand-overs reach the journal after the fact, in the stream's periodic
-// checkpoint (not only in its last one): a delivery taken but never
-// confirmed is listed as sent, not as handed.
+// Counted hand-overs reach the journal after the fact, in the stream's
+// periodic checkpoint (not only in its last one): deliveries written before
+// one the client acknowledged count; a delivery taken but never written,
+// and one written after the last ack, are listed as sent, not counted.
 func TestDurableHandOversReachTheJournal(t *testing.T) {
 	k, e := durableEnv(t, 1)
 	const group = "g-journal"
 	startDurable(t, e, group)
 	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
 	var offs []int64
-	for i := range 3 {
+	for i := range 4 {
 		offs = append(offs, k.produce(0, "task.x", "s", i))
 	}
 	recvD(t, s)
 	recvD(t, s)
 	recvQueued(t, s)
+	recvD(t, s)
+	s.Ack("evt_s_3") // the client read up to here
+	offs = append(offs, k.produce(0, "task.x", "s", 4))
+	recvD(t, s) // written after: not known to be read
 	var last journalPart
 	gatewaytest.Poll(t, "a checkpoint with the hand-overs", func() bool {
 		cks := checkpoints(t, k, e, "sub_t")
@@ -296,10 +324,11 @@ func TestDurableHandOversReachTheJournal(t *testing.T) {
 			return false
 		}
 		last = cks[len(cks)-1].Parts[0]
-		return len(last.D) == 2
+		_, sent := last.A[offs[4]]
+		return sent && len(last.D) == 2
 	})
-	if last.D[offs[0]] != 1 || last.D[offs[1]] != 1 || last.A[offs[2]] != 1 {
-		t.Fatalf("checkpoint %+v: want offsets %v handed once, %d sent once and not handed", last, offs[:2], offs[2])
+	if last.D[offs[0]] != 1 || last.D[offs[1]] != 1 || last.A[offs[2]] != 1 || last.D[offs[4]] != 0 {
+		t.Fatalf("checkpoint %+v: want offsets %v counted once, %d and %d sent and not counted", last, offs[:2], offs[2], offs[4])
 	}
 	select {
 	case <-s.Done():

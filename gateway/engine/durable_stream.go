@@ -121,10 +121,11 @@ type DurableDelivery struct {
 	Kind  DurableKind
 	Event *Event
 	// Attempt is 1 on a first delivery; on a redelivery (> 1) it is one
-	// more than the hand-overs (Handed) recorded for the event before, and
-	// at least 2: an event that may have been delivered (a reservation, a
-	// write whose fate is unknown) is marked as a repeat even when no
-	// hand-over of it was confirmed. On a dead letter, the hand-overs.
+	// more than the event's hand-overs before (counted by earlier streams,
+	// and written by this one: see Handed), and at least 2: an event that
+	// may have been delivered (a reservation, a write whose fate is
+	// unknown) is marked as a repeat even when no hand-over of it counted.
+	// On a dead letter, the counted hand-overs.
 	Attempt  int
 	Sequence uint64 // DurableEvent only
 	// Notice is the dead-letter record's value, as the request's
@@ -162,12 +163,16 @@ type DurableStats struct {
 const DefaultMaxAckPending = 1000
 
 // Handed confirms that the transport wrote ds (deliveries of this stream)
-// to the client's connection and flushed them without error: only such
-// hand-overs count toward max_attempts. The ack timeout of a delivery
-// counts from its hand-over. Confirmations after the stream ended, of
-// settled events, or of dead letters are ignored. Safe for concurrent use;
-// the count reaches the journal with the next checkpoint (a crash loses
-// the last ones: the count errs low).
+// to the client's connection and flushed them without error. Only such
+// hand-overs can count toward max_attempts, and one counts only once the
+// client shows it read that far (it acknowledged or rejected an event
+// handed on this stream at or after it) or once the ack timeout after it
+// passed with the stream still open; what a dropped connection held unread
+// never counts. The ack timeout of a delivery counts from its latest
+// hand-over. Confirmations after the stream ended, of settled events, or
+// of dead letters are ignored. Safe for concurrent use. Counted hand-overs
+// reach the journal with the next checkpoint (a crash loses the last ones:
+// the count errs low).
 func (s *DurableStream) Handed(ds ...DurableDelivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,13 +188,45 @@ func (s *DurableStream) Handed(ds ...DurableDelivery) {
 		if pe == nil {
 			continue
 		}
-		pe.handed++
 		s.stats.Handed++
+		if pe.firstHand == 0 {
+			pe.firstHand = d.Sequence
+		}
+		if d.Sequence <= s.evidence {
+			pe.handed++ // the client already acked something handed after it
+		} else {
+			pe.tent = append(pe.tent, d.Sequence)
+		}
 		if d.Sequence == pe.seq {
 			s.armLocked(pe, now) // the ack timeout counts from the latest hand-over
 		}
 	}
 }
+
+// readLocked notes that the client read pe (it acknowledged or rejected
+// it): every hand-over on this stream up to pe's first one was read too.
+func (s *DurableStream) readLocked(pe *pending) {
+	if pe.firstHand > s.evidence {
+		s.evidence = pe.firstHand
+	}
+}
+
+// countLocked counts pe's tentative hand-overs up to sequence upTo.
+func countLocked(pe *pending, upTo uint64) {
+	kept := pe.tent[:0]
+	for _, q := range pe.tent {
+		if q <= upTo {
+			pe.handed++
+		} else {
+			kept = append(kept, q)
+		}
+	}
+	pe.tent = kept
+}
+
+// handOvers is pe's counted and tentative hand-overs: what it will have
+// counted if its ack timeout passes with the stream open.
+func handOvers(pe *pending) int { return pe.handed + len(pe.tent) }
 
 // pendingLocked is the unsettled pending entry of ev, or nil.
 func (s *DurableStream) pendingLocked(ev *Event) *pending {
@@ -211,22 +248,26 @@ func attemptOf(pe *pending) int {
 	if pe.attempts <= 1 {
 		return 1
 	}
-	return max(pe.handed+1, 2)
+	return max(handOvers(pe)+1, 2)
 }
 
 type pending struct {
 	ev *Event
 	// attempts counts the sends that may have reached a client (this
 	// stream's and, from the journal, earlier holders'): it marks repeats
-	// and paces the backoff. handed counts the confirmed hand-overs
-	// (Handed): only they count toward max_attempts.
-	attempts int
-	handed   int
-	seq      uint64 // the sequence of the latest send
-	due      time.Time
-	hidx     int // index in the heap, -1 when not in it
-	settled  bool
-	rejected *Rejection // set by Reject or when attempts run out: dead-letter it
+	// and paces the backoff. handed counts the counted hand-overs (see
+	// Handed): only they count toward max_attempts, and only they are
+	// checkpointed. tent holds the sequences of this stream's confirmed
+	// hand-overs not counted yet (a few: every timer round counts them).
+	attempts  int
+	handed    int
+	tent      []uint64
+	firstHand uint64 // sequence of the first confirmed hand-over on this stream (0: none)
+	seq       uint64 // the sequence of the latest send
+	due       time.Time
+	hidx      int // index in the heap, -1 when not in it
+	settled   bool
+	rejected  *Rejection // set by Reject or when attempts run out: dead-letter it
 }
 
 type partState struct {
@@ -268,7 +309,8 @@ type DurableStream struct {
 	seq        uint64
 	pollCancel context.CancelFunc
 	stats      DurableStats
-	inflight   int // unsettled pending deliveries, bounded by maxAckPending
+	inflight   int    // unsettled pending deliveries, bounded by maxAckPending
+	evidence   uint64 // the client read every hand-over up to this sequence (readLocked)
 	lastCommit []string
 	ended      bool // the reader has stopped: acks are refused
 	// ids acknowledged or rejected before the stream reached their offset
@@ -499,6 +541,7 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 	delete(s.byID, eventID)
 	now := s.req.clock()
 	for _, pe := range list {
+		s.readLocked(pe)
 		if rej == nil {
 			tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
 			s.settleLocked(pe)
@@ -506,6 +549,7 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 			continue
 		}
 		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
+		countLocked(pe, ^uint64(0)) // it was read
 		pe.rejected = rej
 		pe.due = now
 		if pe.hidx >= 0 {
@@ -813,8 +857,8 @@ func (s *DurableStream) sendLocked(pe *pending, now time.Time, out []DurableDeli
 func (s *DurableStream) armLocked(pe *pending, now time.Time) {
 	pol := s.req.Policy
 	pe.due = now.Add(pol.AckTimeout)
-	if pe.handed < pol.MaxAttempts {
-		pe.due = pe.due.Add(pol.Delay(max(pe.handed, 1)))
+	if n := handOvers(pe); n < pol.MaxAttempts {
+		pe.due = pe.due.Add(pol.Delay(max(n, 1)))
 	}
 	if pe.hidx >= 0 {
 		heap.Fix(&s.due, pe.hidx)
@@ -834,6 +878,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 	s.mu.Lock()
 	for len(s.due) > 0 && !s.due[0].due.After(now) {
 		pe := s.due[0]
+		countLocked(pe, ^uint64(0)) // its ack timeout passed with the stream open
 		if pe.rejected != nil || pe.handed >= s.req.Policy.MaxAttempts {
 			heap.Pop(&s.due)
 			if pe.rejected == nil {
@@ -844,7 +889,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			continue
 		}
 		for _, q := range s.sessionTailLocked(pe) {
-			if q.rejected != nil || q.handed >= s.req.Policy.MaxAttempts {
+			if q.rejected != nil || handOvers(q) >= s.req.Policy.MaxAttempts {
 				continue
 			}
 			q.attempts++
@@ -1133,6 +1178,7 @@ func (s *DurableStream) journalPartLocked(p int32) (journalPart, bool) {
 	}
 	for _, pe := range ps.pending {
 		if !pe.settled && pe.ev.Record.Offset >= off {
+			countLocked(pe, s.evidence)
 			note(pe.ev.Record.Offset, pe.attempts, pe.handed, pe.rejected)
 		}
 	}
