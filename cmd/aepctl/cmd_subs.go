@@ -18,7 +18,8 @@ const subsUsage = `Usage: aepctl subscriptions COMMAND [flags]
 Durable dialect D subscriptions (at_least_once, docs/delivery-durable-d.md):
 
   aepctl subscriptions create [filters] [--ack-timeout D] [--max-attempts N]
-                              [--expires-in D] [--from-cursor C]
+                              [--max-ack-pending N] [--expires-in D]
+                              [--from-cursor C]
   aepctl subscriptions list
   aepctl subscriptions get ID      filter, committed offsets and lag; with a
                                    stream open on that node, pending acks,
@@ -93,14 +94,15 @@ func splitList(s string) []string {
 }
 
 func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--expires-in D] [--from-cursor C]", stdout, stderr,
+	fs := newFlagSet("subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--max-ack-pending N] [--expires-in D] [--from-cursor C]", stdout, stderr,
 		"Creates a durable at_least_once subscription (POST /aep/subscriptions). The filter\nneeds one of --types, --source, --target or --topic. It starts at the current end\nof the log (or at --from-cursor) and prints the new subscription's id.\n")
 	var conn connFlags
 	conn.register(fs)
 	var f dFilterFlags
 	f.register(fs)
 	ackTimeout := fs.Duration("ack-timeout", 0, "redeliver an event not acknowledged within this (100ms..1h; default: the gateway's, 30s)")
-	maxAttempts := fs.Int("max-attempts", 0, "dead-letter after this many deliveries (1..100; default: the gateway's, 3)")
+	maxAttempts := fs.Int("max-attempts", 0, "dead-letter after this many deliveries handed to a client without an ack (1..100; default: the gateway's, 3)")
+	maxPending := fs.Int("max-ack-pending", 0, "most events handed out and not acknowledged; the stream waits for acks past it (1..10000; default: the gateway's, 1000)")
 	expiresIn := fs.Duration("expires-in", 0, "the subscription expires after this long (default: never)")
 	cursor := fs.String("from-cursor", "", "start at this cursor instead of the end of the log")
 	out := outputFlag(fs, "text", "text", "json")
@@ -108,8 +110,8 @@ func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	switch {
-	case *ackTimeout < 0, *maxAttempts < 0, *expiresIn < 0:
-		return usageErr(fs, "--ack-timeout, --max-attempts and --expires-in must not be negative")
+	case *ackTimeout < 0, *maxAttempts < 0, *maxPending < 0, *expiresIn < 0:
+		return usageErr(fs, "--ack-timeout, --max-attempts, --max-ack-pending and --expires-in must not be negative")
 	case *ackTimeout > 0 && *ackTimeout < time.Millisecond:
 		return usageErr(fs, "--ack-timeout is below a millisecond")
 	case fs.NArg() > 0:
@@ -121,7 +123,7 @@ func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	m := f.members()
 	req := SubscriptionRequest{Types: m["types"], Source: m["source"], Target: m["target"], Topic: m["topic"],
 		SessionID: m["session_id"], ConversationID: m["conversation_id"], TaskID: m["task_id"],
-		FromCursor: *cursor, AckTimeoutMS: ackTimeout.Milliseconds(), MaxAttempts: *maxAttempts}
+		FromCursor: *cursor, AckTimeoutMS: ackTimeout.Milliseconds(), MaxAttempts: *maxAttempts, MaxAckPending: *maxPending}
 	if *expiresIn > 0 {
 		req.ExpiresAt = time.Now().Add(*expiresIn).UTC().Format(time.RFC3339)
 	}
@@ -213,12 +215,12 @@ func printSubscription(w io.Writer, s Subscription) {
 	if s.Lag != nil {
 		lag = fmt.Sprint(*s.Lag)
 	}
-	fmt.Fprintf(w, "subscription  %s\nfilter        %s\nmode          %s\ncreated       %s\nexpires       %s\nack timeout   %v\nmax attempts  %d\nlag           %s\n",
+	fmt.Fprintf(w, "subscription  %s\nfilter        %s\nmode          %s\ncreated       %s\nexpires       %s\nack timeout   %v\nmax attempts  %d\nmax pending   %d\nlag           %s\n",
 		s.ID, shorten(s.Filter, 0), s.DeliveryMode, s.CreatedAt.UTC().Format(time.RFC3339), expiresText(s.ExpiresAt),
-		time.Duration(s.AckTimeoutMS)*time.Millisecond, s.MaxAttempts, lag)
+		time.Duration(s.AckTimeoutMS)*time.Millisecond, s.MaxAttempts, s.MaxAckPending, lag)
 	if s.Streaming {
-		fmt.Fprintf(w, "streaming     yes (on this node): pending acks %d, redeliveries %d, dead-lettered %d, acked %d\n",
-			s.PendingAcks, s.Redeliveries, s.DeadLettered, s.Acked)
+		fmt.Fprintf(w, "streaming     yes (on this node): pending acks %d, handed %d, redeliveries %d, dead-lettered %d, acked %d\n",
+			s.PendingAcks, s.Handed, s.Redeliveries, s.DeadLettered, s.Acked)
 	} else {
 		fmt.Fprintln(w, "streaming     no (not on the node that answered)")
 	}
@@ -315,6 +317,10 @@ before aepctl exits (also on Ctrl-C); events whose type matches --reject-types
 are rejected instead (dead-lettered at once). Without --ack the events are
 redelivered after the subscription's ack timeout. Redeliveries
 (event.redelivered) and dead letters (event.dead_lettered) are printed too.
+
+With --count N the stream asks the gateway to hand out at most N events not
+yet acknowledged (the stream request's max_ack_pending), so a consume that
+reads N events and leaves is not charged attempts for events it never read.
 
 The acks go to the same --url as the stream: the gateway node serving a
 stream is the one that takes its acks.

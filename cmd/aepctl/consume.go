@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -34,25 +35,46 @@ type ConsumeSummary struct {
 // acks for the gateway to settle them.
 const settleWait = 5 * time.Second
 
-// settle keeps the stream open until the gateway reports no pending acks
-// for it (rejected events count as pending until their dead letter is
-// written), or settleWait passed, or the answering node does not serve the
-// stream: closing the stream commits what is settled, and an event still
-// pending then would be delivered again.
-func settle(c *Client, id string, errw io.Writer) {
+// settle keeps the stream open until the gateway has dead-lettered the
+// rejected events it applied (an applied ack is settled when it is
+// answered; a rejection is settled once its dead letter is written), or
+// settleWait passed, or the answering node does not serve the stream:
+// closing the stream commits what is settled, and a rejection not yet
+// dead-lettered would be dead-lettered by the next stream. It does not wait
+// for the stream's pending events to reach zero: the gateway may have
+// handed more events after the last acks (up to the stream's
+// max_ack_pending), which come again, marked, on the next stream.
+func settle(c *Client, id string, rejected int, errw io.Writer) {
+	if rejected == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleWait)
 	defer cancel()
 	for {
 		s, _, err := c.GetSubscription(ctx, id)
-		if err != nil || !s.Streaming || s.PendingAcks == 0 {
+		if err != nil || !s.Streaming || int(s.DeadLettered) >= rejected {
 			return
 		}
 		if !sleepCtx(ctx, 50*time.Millisecond) {
-			fmt.Fprintf(errw, "consume: %d events still pending on the gateway after %v\n", s.PendingAcks, settleWait)
+			fmt.Fprintf(errw, "consume: %d of %d rejected events dead-lettered on the gateway after %v\n", s.DeadLettered, rejected, settleWait)
 			return
 		}
 	}
 }
+
+// streamPath is the stream request of a consume: with a count, the
+// stream's max_ack_pending is lowered to it (at most maxAckPending), so
+// the gateway hands out no more than the consumer reads before it leaves.
+func streamPath(id string, count int) string {
+	p := subPath(id, "/stream")
+	if count > 0 {
+		p += "?max_ack_pending=" + strconv.Itoa(min(count, maxAckPending))
+	}
+	return p
+}
+
+// maxAckPending is the highest max_ack_pending the gateway takes.
+const maxAckPending = 10000
 
 // consumeQueue bounds the items the stream reader hands to the loop.
 const consumeQueue = 64
@@ -80,7 +102,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 	// for the last acks.
 	streamCtx, stopStream := context.WithCancel(context.Background())
 	defer stopStream()
-	src, err := openSSESource(streamCtx, c, subPath(id, "/stream"))
+	src, err := openSSESource(streamCtx, c, streamPath(id, opt.Count))
 	if err != nil {
 		return sum, fmt.Errorf("consume: %w", err)
 	}
@@ -184,7 +206,7 @@ loop:
 		end = err
 	}
 	if opt.Ack && sum.Events > 0 && end == nil {
-		settle(c, id, errw)
+		settle(c, id, sum.Acks["rejected"], errw)
 	}
 	fmt.Fprintf(errw, "consume: %d events, %d redelivered, %d dead-lettered", sum.Events, sum.Redelivered, sum.DeadLetters)
 	if opt.Ack {

@@ -13,21 +13,23 @@ import (
 // Subscription is a durable subscription as GET /aep/subscriptions/{id}
 // shows it (the list and the create answer carry the first fields only).
 type Subscription struct {
-	ID           string           `json:"subscription_id"`
-	Filter       json.RawMessage  `json:"filter"`
-	DeliveryMode string           `json:"delivery_mode"`
-	ExpiresAt    *time.Time       `json:"expires_at"`
-	CreatedAt    time.Time        `json:"created_at"`
-	AckTimeoutMS int64            `json:"ack_timeout_ms"`
-	MaxAttempts  int              `json:"max_attempts"`
-	Cursor       string           `json:"cursor,omitempty"`
-	Committed    []PartitionState `json:"committed,omitempty"`
-	Lag          *int64           `json:"lag,omitempty"`
-	Streaming    bool             `json:"streaming"`
-	PendingAcks  int              `json:"pending_acks"`
-	Redeliveries uint64           `json:"redeliveries"`
-	DeadLettered uint64           `json:"dead_lettered"`
-	Acked        uint64           `json:"acked"`
+	ID            string           `json:"subscription_id"`
+	Filter        json.RawMessage  `json:"filter"`
+	DeliveryMode  string           `json:"delivery_mode"`
+	ExpiresAt     *time.Time       `json:"expires_at"`
+	CreatedAt     time.Time        `json:"created_at"`
+	AckTimeoutMS  int64            `json:"ack_timeout_ms"`
+	MaxAttempts   int              `json:"max_attempts"`
+	MaxAckPending int              `json:"max_ack_pending"`
+	Cursor        string           `json:"cursor,omitempty"`
+	Committed     []PartitionState `json:"committed,omitempty"`
+	Lag           *int64           `json:"lag,omitempty"`
+	Streaming     bool             `json:"streaming"`
+	PendingAcks   int              `json:"pending_acks"`
+	Redeliveries  uint64           `json:"redeliveries"`
+	DeadLettered  uint64           `json:"dead_lettered"`
+	Acked         uint64           `json:"acked"`
+	Handed        uint64           `json:"handed"`
 }
 
 // PartitionState is one partition's committed offset, end and lag.
@@ -52,6 +54,7 @@ type SubscriptionRequest struct {
 	ExpiresAt      string   `json:"expires_at,omitempty"`
 	AckTimeoutMS   int64    `json:"ack_timeout_ms,omitempty"`
 	MaxAttempts    int      `json:"max_attempts,omitempty"`
+	MaxAckPending  int      `json:"max_ack_pending,omitempty"`
 }
 
 func subPath(id string, rest string) string {

@@ -57,10 +57,13 @@ type SubscriptionsConfig struct {
 
 // Bounds of what a client may set or have stored (docs/security.md).
 const (
-	minAckTimeout   = 100 * time.Millisecond
-	maxAckTimeout   = time.Hour
-	maxMaxAttempts  = 100
-	maxAcksPerBatch = 10000
+	minAckTimeout  = 100 * time.Millisecond
+	maxAckTimeout  = time.Hour
+	maxMaxAttempts = 100
+	// MaxMaxAckPending bounds a subscription's max_ack_pending (what a
+	// stream may hold in memory as pending: the events themselves).
+	MaxMaxAckPending = 10000
+	maxAcksPerBatch  = 10000
 	// MaxFilterBytes bounds a subscription's stored (normalized) filter.
 	MaxFilterBytes = 8 << 10
 	// MaxAckIDBytes bounds an acknowledged_event_id.
@@ -163,30 +166,41 @@ func notFound(w http.ResponseWriter, id string) {
 
 // createRequest is what POST /aep/subscriptions reads besides the filter.
 type createRequest struct {
-	Type         string          `json:"type"`
-	Payload      json.RawMessage `json:"payload"`
-	ExpiresAt    *string         `json:"expires_at"`
-	AckTimeoutMS *int64          `json:"ack_timeout_ms"`
-	MaxAttempts  *int            `json:"max_attempts"`
+	Type          string          `json:"type"`
+	Payload       json.RawMessage `json:"payload"`
+	ExpiresAt     *string         `json:"expires_at"`
+	AckTimeoutMS  *int64          `json:"ack_timeout_ms"`
+	MaxAttempts   *int            `json:"max_attempts"`
+	MaxAckPending *int            `json:"max_ack_pending"`
 }
 
 // subscriptionView is the subscription.created payload and the list entry.
 type subscriptionView struct {
-	ID           string          `json:"subscription_id"`
-	Filter       json.RawMessage `json:"filter"`
-	DeliveryMode string          `json:"delivery_mode"`
-	ExpiresAt    *time.Time      `json:"expires_at"`
-	CreatedAt    time.Time       `json:"created_at"`
-	AckTimeoutMS int64           `json:"ack_timeout_ms"`
-	MaxAttempts  int             `json:"max_attempts"`
+	ID            string          `json:"subscription_id"`
+	Filter        json.RawMessage `json:"filter"`
+	DeliveryMode  string          `json:"delivery_mode"`
+	ExpiresAt     *time.Time      `json:"expires_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	AckTimeoutMS  int64           `json:"ack_timeout_ms"`
+	MaxAttempts   int             `json:"max_attempts"`
+	MaxAckPending int             `json:"max_ack_pending"`
 }
 
 func (h *SubscriptionsHandler) view(def engine.SubscriptionDef) subscriptionView {
 	pol := h.policy(def)
 	return subscriptionView{
 		ID: def.ID, Filter: def.Filter, DeliveryMode: def.DeliveryMode, ExpiresAt: def.ExpiresAt, CreatedAt: def.CreatedAt,
-		AckTimeoutMS: pol.AckTimeout.Milliseconds(), MaxAttempts: pol.MaxAttempts,
+		AckTimeoutMS: pol.AckTimeout.Milliseconds(), MaxAttempts: pol.MaxAttempts, MaxAckPending: maxAckPendingOf(def),
 	}
+}
+
+// maxAckPendingOf is the subscription's cap on delivered but
+// unacknowledged events.
+func maxAckPendingOf(def engine.SubscriptionDef) int {
+	if def.MaxAckPending > 0 {
+		return def.MaxAckPending
+	}
+	return engine.DefaultMaxAckPending
 }
 
 func (h *SubscriptionsHandler) policy(def engine.SubscriptionDef) engine.AckPolicy {
@@ -207,7 +221,7 @@ func policyOf(pol engine.AckPolicy, def engine.SubscriptionDef) engine.AckPolicy
 
 // parseCreate reads the body of POST /aep/subscriptions: a
 // subscription.requested envelope or its payload alone (the filter, plus
-// expires_at, ack_timeout_ms and max_attempts). A refusal is a
+// expires_at, ack_timeout_ms, max_attempts and max_ack_pending). A refusal is a
 // *filtering.Error.
 func parseCreate(body []byte, now time.Time) (*filtering.Filter, engine.SubscriptionDef, error) {
 	var def engine.SubscriptionDef
@@ -261,6 +275,12 @@ func parseCreate(body []byte, now time.Time) (*filtering.Filter, engine.Subscrip
 			return nil, def, &filtering.Error{Field: "max_attempts", Message: "max_attempts must be between 1 and 100"}
 		}
 		def.MaxAttempts = *env.MaxAttempts
+	}
+	if env.MaxAckPending != nil {
+		if *env.MaxAckPending < 1 || *env.MaxAckPending > MaxMaxAckPending {
+			return nil, def, &filtering.Error{Field: "max_ack_pending", Message: "max_ack_pending must be between 1 and " + strconv.Itoa(MaxMaxAckPending)}
+		}
+		def.MaxAckPending = *env.MaxAckPending
 	}
 	norm, err := f.MarshalJSON()
 	if err != nil {
@@ -469,6 +489,7 @@ func (h *SubscriptionsHandler) get(w http.ResponseWriter, r *http.Request, id st
 		Redeliveries uint64           `json:"redeliveries"`
 		DeadLettered uint64           `json:"dead_lettered"`
 		Acked        uint64           `json:"acked"`
+		Handed       uint64           `json:"handed"`
 	}{subscriptionView: h.view(def), Committed: []partitionState{}}
 	for p := int32(0); p < st.Partitions; p++ {
 		ps := partitionState{Partition: p, Committed: -1, End: st.End[p]}
@@ -482,6 +503,7 @@ func (h *SubscriptionsHandler) get(w http.ResponseWriter, r *http.Request, id st
 	if s := h.activeStream(tn, id); s != nil {
 		ds := s.Stats()
 		out.Streaming, out.PendingAcks, out.Redeliveries, out.DeadLettered, out.Acked = true, ds.Pending, ds.Redeliveries, ds.DeadLettered, ds.Acked
+		out.Handed = ds.Handed
 	}
 	transport.WriteJSON(w, http.StatusOK, out)
 }

@@ -19,7 +19,10 @@ import (
 )
 
 // stream serves GET /aep/subscriptions/{id}/stream: the subscription's
-// events from its committed offsets, as SSE, in at_least_once mode.
+// events from its committed offsets, as SSE, in at_least_once mode. The
+// query parameter max_ack_pending may lower the subscription's cap for
+// this stream (a consumer that reads a few events and leaves is handed no
+// more than it asked for).
 func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id string) {
 	if !transport.CanStream(w) {
 		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "streaming is not supported on this connection", false, nil)
@@ -34,6 +37,10 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	if err != nil {
 		h.cfg.Logger.Error().Err(err).Str("subscription", id).Msg("dialectd: stored filter does not parse")
 		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
+		return
+	}
+	capN, ok := streamCap(w, r, def)
+	if !ok {
 		return
 	}
 	stream, ok := admit(w, h.hub, tn)
@@ -55,7 +62,8 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		req := engine.DurableRequest{
 			Tenant: tn, SubscriptionID: id, Group: engine.SubscriptionGroup(tn, id), Filter: f,
 			Policy: h.policy(def), Window: h.cfg.Window, CommitInterval: h.cfg.CommitInterval, DeadLetter: encodeDeadLetter,
-			OnWait: wt.notice,
+			OnWait:        wt.notice,
+			MaxAckPending: capN,
 		}
 		if def.ExpiresAt != nil {
 			req.ExpiresAt = *def.ExpiresAt
@@ -94,7 +102,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
 		transport.StartSSE(w)
 	}
-	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}}
+	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}, handed: &handedBatch{s: s}}
 	dst.st.frontier = dst.st.fullFrontier(nil)
 	dst.run(w, r, s, stream, &fin)
 }
@@ -164,9 +172,10 @@ func (h headerSent) Flush() { _ = http.NewResponseController(h.ResponseWriter).F
 func (h headerSent) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 type durableSSE struct {
-	h  *SubscriptionsHandler
-	id string
-	st *streamState
+	h      *SubscriptionsHandler
+	id     string
+	st     *streamState
+	handed *handedBatch // the events of the write being prepared
 }
 
 func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream, stream *transport.Stream, fin *transport.Cleanup) {
@@ -177,8 +186,12 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 			d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
 		},
 	}
-	if tracing.On() {
-		cfg.AfterWrite = d.st.spans.End
+	traced := tracing.On()
+	cfg.AfterWrite = func(ok bool) {
+		d.handed.written(ok)
+		if traced {
+			d.st.spans.End(ok)
+		}
 	}
 	onClose := func(buf []byte) []byte {
 		if !errors.Is(s.Err(), engine.ErrExpired) {
@@ -221,7 +234,10 @@ func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byt
 		return buf, err
 	}
 	d.st.spans.Start(dl.Event.Record, "sse-durable", d.st.tenant.String(), dl.Sequence, dl.Attempt)
-	return appendEventSSE(buf, dl.Event, ModeAtLeastOnce, dl.Sequence, cur)
+	if buf, err = appendEventSSE(buf, dl.Event, ModeAtLeastOnce, dl.Sequence, cur); err == nil {
+		d.handed.add(dl)
+	}
+	return buf, err
 }
 
 // ackItem is one element of an acks batch: an event.acknowledged or

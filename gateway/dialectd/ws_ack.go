@@ -85,7 +85,8 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	req := engine.DurableRequest{
 		Tenant: c.tenant, SubscriptionID: id, Group: engine.SubscriptionGroup(c.tenant, id), Filter: f,
 		Policy: policyOf(c.h.cfg.AckPolicy, def), Queue: c.h.cfg.Queue, DeadLetter: encodeDeadLetter,
-		OnWait: func(d engine.DurableWait) { c.waitNotice(id, d) },
+		OnWait:        func(d engine.DurableWait) { c.waitNotice(id, d) },
+		MaxAckPending: def.MaxAckPending,
 	}
 	if def.ExpiresAt != nil {
 		req.ExpiresAt = *def.ExpiresAt
@@ -217,7 +218,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		for i, m := range msgs {
 			queued := false
 			if d.Kind == engine.DurableEvent && i == len(msgs)-1 { // the event itself
-				queued = c.pushDelivery(m, d.Event.Record, "ws-durable", d.Sequence, d.Attempt)
+				queued = c.pushHanded(m, s.dur, d)
 			} else {
 				queued = c.push(m)
 			}

@@ -68,7 +68,7 @@ func newWSConn(h *WSHandler, ws *transport.Socket, tn tenant.Tenant, stream *tra
 	}
 	c.conn = transport.NewConn(ws, transport.WSConfig{
 		Outbound: h.cfg.Outbound, WriteTimeout: h.cfg.WriteTimeout, HandshakeTimeout: h.cfg.SetupTimeout,
-		Heartbeat: hb, Logger: c.log, Written: tracing.EndWritten,
+		Heartbeat: hb, Logger: c.log, Written: writtenMeta,
 		Stream: stream, Ended: func() {
 			c.log.Debug().Str("session_id", c.sessionID).Uint64("published", c.published).
 				Uint64("acks", c.acks).Uint64("nacks", c.nacks).Msg("dialectd: websocket session ended")

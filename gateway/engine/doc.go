@@ -38,11 +38,14 @@
 // serves one durable at_least_once subscription on its own
 // client from its consumer group's committed offsets, tracks delivered
 // offsets in a cursor.AckTracker (its window bounds memory: a full partition
-// is paused), redelivers unacknowledged events after the ack timeout and
-// backoff (with the later unacknowledged events of the same session, in
-// order), dead-letters rejected and exhausted events to the tenant's
-// dead-letter topic, and commits the committable offsets with the attempts
-// of pending ones in the commit metadata. SubscriptionsHandlerD serves the
+// is paused; MaxAckPending bounds its delivered and unacknowledged events),
+// redelivers unacknowledged events after the ack timeout and backoff (with
+// the later unacknowledged events of the same session, in order),
+// dead-letters rejected events and those handed to a client max_attempts
+// times without an ack (the transports confirm what they wrote through
+// DurableStream.Handed; see docs/durable-cluster.md for when a hand-over
+// counts) to the tenant's dead-letter topic, and checkpoints its state in
+// the subscription journal and the committable offsets in the group. SubscriptionsHandlerD serves the
 // durable subscriptions API (/aep/subscriptions); definitions live in the
 // tenant's compacted subscriptions topic.
 //
@@ -54,7 +57,7 @@
 // sender at a time (a catch-up or the tail) and is ended exactly once, after
 // the last sender is gone. A DurableStream owns one goroutine (stopped and
 // waited for by Close and Engine.Close) that is the only sender on its
-// queue; Ack, Reject and Stats are safe from any goroutine (they
+// queue; Ack, Reject, Handed and Stats are safe from any goroutine (they
 // take the stream's mutex and interrupt its poll).
 //
 // Durable streams across nodes (docs/durable-cluster.md): per tenant one

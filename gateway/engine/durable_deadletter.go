@@ -21,7 +21,7 @@ type Rejection struct {
 type DeadLetter struct {
 	SubscriptionID string
 	Event          *Event
-	Attempts       int
+	Attempts       int       // hand-overs to a client (DurableStream.Handed)
 	At             time.Time // the last attempt's end
 	Reason         Rejection
 }
@@ -36,7 +36,7 @@ type DeadLetterCodec func(DeadLetter) ([]byte, error)
 // keyed and with headers as the original record plus aep-dl-subscription,
 // and returns it with its encoding.
 func (s *DurableStream) deadLetter(ctx context.Context, pe *pending, now time.Time) ([]byte, *DeadLetter, error) {
-	dl := &DeadLetter{SubscriptionID: s.req.SubscriptionID, Event: pe.ev, Attempts: pe.attempts, At: now, Reason: *pe.rejected}
+	dl := &DeadLetter{SubscriptionID: s.req.SubscriptionID, Event: pe.ev, Attempts: pe.handed, At: now, Reason: *pe.rejected}
 	value, err := s.req.DeadLetter(*dl)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: encode dead letter %s: %w", pe.ev.Attrs.ID, err)

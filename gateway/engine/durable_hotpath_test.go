@@ -33,44 +33,9 @@ func benchFetch(topic string, base int64, n int) (kgo.Fetches, []string) {
 func BenchmarkDurableReadAck(b *testing.B) {
 	const batch = 64
 	topic := partitioning.Naming{}.Events("bench")
-	b.Run("stream", func(b *testing.B) {
-		b.ReportAllocs()
-		s := &DurableStream{
-			req:   DurableRequest{Filter: mustFilter(b, "types=task.*"), Policy: AckPolicy{}.WithDefaults(), clock: time.Now},
-			topic: topic, parts: 1, tr: cursor.NewAckTracker(1024), ps: make([]partState, 1), byID: map[string][]*pending{},
-		}
-		if err := s.tr.Assign(0, 0); err != nil {
-			b.Fatal(err)
-		}
-		// fetches are built outside the timer, cycled with fresh offsets
-		const rounds = 64
-		fetches := make([]kgo.Fetches, rounds)
-		idss := make([][]string, rounds)
-		for r := range fetches {
-			fetches[r], idss[r] = benchFetch(topic, int64(r*batch), batch)
-		}
-		var out []DurableDelivery
-		b.ResetTimer()
-		for i := 0; i < b.N; i += batch {
-			r := (i / batch) % rounds
-			if r == 0 && i > 0 {
-				b.StopTimer()
-				s.tr = cursor.NewAckTracker(1024)
-				_ = s.tr.Assign(0, 0)
-				s.ps[0] = partState{}
-				b.StartTimer()
-			}
-			out = s.read(fetches[r], time.Now(), out[:0])
-			if len(out) != batch {
-				b.Fatalf("read %d of %d", len(out), batch)
-			}
-			for _, id := range idss[r] {
-				if s.Ack(id) != OutcomeApplied {
-					b.Fatal("ack not applied")
-				}
-			}
-		}
-	})
+	b.Run("stream", func(b *testing.B) { benchReadAck(b, topic, batch, false) })
+	// with the transport's hand-over confirmation of every delivery
+	b.Run("stream-handed", func(b *testing.B) { benchReadAck(b, topic, batch, true) })
 	b.Run("tracker-baseline", func(b *testing.B) {
 		b.ReportAllocs()
 		tr := cursor.NewAckTracker(1024)
@@ -87,4 +52,50 @@ func BenchmarkDurableReadAck(b *testing.B) {
 			}
 		}
 	})
+}
+
+func benchReadAck(b *testing.B, topic string, batch int, handed bool) {
+	b.ReportAllocs()
+	s := &DurableStream{
+		req: DurableRequest{Filter: mustFilter(b, "types=task.*"), Policy: AckPolicy{}.WithDefaults(), clock: time.Now,
+			MaxAckPending: DefaultMaxAckPending},
+		topic: topic, parts: 1, tr: cursor.NewAckTracker(1024), ps: make([]partState, 1), byID: map[string][]*pending{},
+	}
+	if err := s.tr.Assign(0, 0); err != nil {
+		b.Fatal(err)
+	}
+	// fetches are built outside the timer, cycled with fresh offsets
+	const rounds = 64
+	fetches := make([]kgo.Fetches, rounds)
+	idss := make([][]string, rounds)
+	for r := range fetches {
+		fetches[r], idss[r] = benchFetch(topic, int64(r*batch), batch)
+	}
+	var out []DurableDelivery
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		r := (i / batch) % rounds
+		if r == 0 && i > 0 {
+			b.StopTimer()
+			s.tr = cursor.NewAckTracker(1024)
+			_ = s.tr.Assign(0, 0)
+			s.ps[0] = partState{}
+			b.StartTimer()
+		}
+		out = s.read(fetches[r], time.Now(), out[:0])
+		if len(out) != batch {
+			b.Fatalf("read %d of %d", len(out), batch)
+		}
+		if handed {
+			s.Handed(out...)
+		}
+		for _, id := range idss[r] {
+			if s.Ack(id) != OutcomeApplied {
+				b.Fatal("ack not applied")
+			}
+		}
+	}
+	if handed && s.stats.Handed == 0 {
+		b.Fatal("no hand-over counted")
+	}
 }

@@ -60,9 +60,11 @@ type journalRejection struct {
 
 // journalPart is one partition's state in a checkpoint: committed offset
 // C, read end R, reserved high-water H >= R (every offset below it may have
-// been delivered), the attempts of pending offsets in [C, H) (A) and the
-// rejected ones (X, also in A). Offsets in [C, R) not in A were done;
-// offsets in [R, H) not in A were delivered once.
+// been delivered), the sends of pending offsets in [C, H) (A), the
+// rejected ones (X, also in A) and the confirmed hand-overs of pending
+// offsets (D: what counts toward max_attempts; absent is none). Offsets in
+// [C, R) not in A were done; offsets in [R, H) not in A were delivered
+// once.
 type journalPart struct {
 	P int32                `json:"p"`
 	C int64                `json:"c"`
@@ -70,6 +72,7 @@ type journalPart struct {
 	H int64                `json:"h"`
 	A map[int64]int        `json:"a,omitempty"`
 	X map[int64]*Rejection `json:"x,omitempty"`
+	D map[int64]int        `json:"d,omitempty"`
 }
 
 type journalRecord struct {

@@ -25,6 +25,9 @@ type SubscriptionDef struct {
 	ExpiresAt    *time.Time      `json:"expires_at"`
 	AckTimeoutMS int64           `json:"ack_timeout_ms,omitempty"`
 	MaxAttempts  int             `json:"max_attempts,omitempty"`
+	// MaxAckPending caps delivered but unacknowledged events (0: the
+	// default, DefaultMaxAckPending).
+	MaxAckPending int `json:"max_ack_pending,omitempty"`
 }
 
 // Expired says whether def has passed its expires_at at now.

@@ -102,6 +102,9 @@ type DurableRequest struct {
 	// every WaitNotice) that the opening waits for the previous holder to
 	// stop: a binding tells its client, whose watchdog would fire.
 	OnWait func(DurableWait)
+	// MaxAckPending caps the subscription's delivered but unacknowledged
+	// events on this stream; zero means DefaultMaxAckPending.
+	MaxAckPending int
 
 	clock func() time.Time // tests move time; nil means time.Now
 }
@@ -119,15 +122,23 @@ const (
 
 // DurableDelivery is one element of a durable stream.
 type DurableDelivery struct {
-	Kind     DurableKind
-	Event    *Event
-	Attempt  int    // 1-indexed; > 1 is a redelivery
+	Kind  DurableKind
+	Event *Event
+	// Attempt is 1 on a first delivery; on a redelivery (> 1) it is one
+	// more than the event's hand-overs before (counted by earlier streams,
+	// and written by this one: see Handed), and at least 2: an event that
+	// may have been delivered (a reservation, a write whose fate is
+	// unknown) is marked as a repeat even when no hand-over of it counted.
+	// On a dead letter, the counted hand-overs.
+	Attempt  int
 	Sequence uint64 // DurableEvent only
 	// Notice is the dead-letter record's value, as the request's
 	// DeadLetter codec encoded it (DurableDeadLettered only).
 	Notice []byte
 	// DeadLetter is what was dead-lettered (DurableDeadLettered only).
 	DeadLetter *DeadLetter
+
+	send int // the event's sends so far, this one included (unsend)
 }
 
 // AckResult of one acknowledgement or rejection by event id.
@@ -147,15 +158,120 @@ type DurableStats struct {
 	Redeliveries uint64
 	DeadLettered uint64
 	Acked        uint64
+	Handed       uint64 // deliveries the transport confirmed written (Handed)
+	CapReached   uint64 // times reading stopped at MaxAckPending
+}
+
+// DefaultMaxAckPending is a stream's cap on delivered but unacknowledged
+// events when the request sets none.
+const DefaultMaxAckPending = 1000
+
+// Handed confirms that the transport wrote ds (deliveries of this stream)
+// to the client's connection and flushed them without error. Only such
+// hand-overs can count toward max_attempts, and one counts only once the
+// client shows it read that far (it acknowledged or rejected an event
+// handed on this stream at or after it) or once the ack timeout after it
+// passed with the stream still open; what a dropped connection held unread
+// never counts. The ack timeout of a delivery counts from its latest
+// hand-over. Confirmations after the stream ended, of settled events, or
+// of dead letters are ignored. Safe for concurrent use. Counted hand-overs
+// reach the journal with the next checkpoint (a crash loses the last ones:
+// the count errs low).
+func (s *DurableStream) Handed(ds ...DurableDelivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	now := s.req.clock()
+	for _, d := range ds {
+		if d.Kind != DurableEvent || d.Event == nil {
+			continue
+		}
+		pe := s.pendingLocked(d.Event)
+		if pe == nil {
+			continue
+		}
+		s.stats.Handed++
+		if pe.firstHand == 0 {
+			pe.firstHand = d.Sequence
+		}
+		if d.Sequence <= s.evidence {
+			pe.handed++ // the client already acked something handed after it
+		} else {
+			pe.tent = append(pe.tent, d.Sequence)
+		}
+		if d.Sequence == pe.seq {
+			s.armLocked(pe, now) // the ack timeout counts from the latest hand-over
+		}
+	}
+}
+
+// readLocked notes that the client read pe (it acknowledged or rejected
+// it): every hand-over on this stream up to pe's first one was read too.
+func (s *DurableStream) readLocked(pe *pending) {
+	if pe.firstHand > s.evidence {
+		s.evidence = pe.firstHand
+	}
+}
+
+// countLocked counts pe's tentative hand-overs up to sequence upTo.
+func countLocked(pe *pending, upTo uint64) {
+	kept := pe.tent[:0]
+	for _, q := range pe.tent {
+		if q <= upTo {
+			pe.handed++
+		} else {
+			kept = append(kept, q)
+		}
+	}
+	pe.tent = kept
+}
+
+// handOvers is pe's counted and tentative hand-overs: what it will have
+// counted if its ack timeout passes with the stream open.
+func handOvers(pe *pending) int { return pe.handed + len(pe.tent) }
+
+// pendingLocked is the unsettled pending entry of ev, or nil.
+func (s *DurableStream) pendingLocked(ev *Event) *pending {
+	p := ev.Record.Partition
+	if p < 0 || p >= s.parts {
+		return nil
+	}
+	list := s.ps[p].pending
+	o := ev.Record.Offset
+	k := sort.Search(len(list), func(i int) bool { return list[i].ev.Record.Offset >= o })
+	if k < len(list) && list[k].ev == ev && !list[k].settled && list[k].rejected == nil {
+		return list[k]
+	}
+	return nil
+}
+
+// attemptOf is the Attempt of pe's latest send.
+func attemptOf(pe *pending) int {
+	if pe.attempts <= 1 {
+		return 1
+	}
+	return max(handOvers(pe)+1, 2)
 }
 
 type pending struct {
-	ev       *Event
-	attempts int
-	due      time.Time
-	hidx     int // index in the heap, -1 when not in it
-	settled  bool
-	rejected *Rejection // set by Reject or when attempts run out: dead-letter it
+	ev *Event
+	// attempts counts the sends that may have reached a client (this
+	// stream's and, from the journal, earlier holders'): it marks repeats
+	// and paces the backoff. handed counts the counted hand-overs (see
+	// Handed): only they count toward max_attempts, and only they are
+	// checkpointed. tent holds the sequences of this stream's confirmed
+	// hand-overs not counted yet (a few: every timer round counts them).
+	attempts  int
+	handed    int
+	tent      []uint64
+	firstHand uint64 // sequence of the first confirmed hand-over on this stream (0: none)
+	seq       uint64 // the sequence of the latest send
+	due       time.Time
+	hidx      int // index in the heap, -1 when not in it
+	settled   bool
+	rejected  *Rejection // set by Reject or when attempts run out: dead-letter it
 }
 
 type partState struct {
@@ -165,8 +281,9 @@ type partState struct {
 	hw       int64 // resume state: offsets in [readEnd, hw) not in prior were delivered once
 	prior    map[int64]int
 	priorRej map[int64]*Rejection
-	reserved int64      // the high-water this stream recorded in the journal
-	pending  []*pending // in offset order; settled entries removed lazily
+	priorHd  map[int64]int // hand-overs of prior offsets (journalPart.D)
+	reserved int64         // the high-water this stream recorded in the journal
+	pending  []*pending    // in offset order; settled entries removed lazily
 }
 
 // DurableStream is the stream of one durable at_least_once subscription on
@@ -196,6 +313,8 @@ type DurableStream struct {
 	seq        uint64
 	pollCancel context.CancelFunc
 	stats      DurableStats
+	inflight   int    // unsettled pending deliveries, bounded by maxAckPending
+	evidence   uint64 // the client read every hand-over up to this sequence (readLocked)
 	lastCommit []string
 	ended      bool // the reader has stopped: acks are refused
 	// ids acknowledged or rejected before the stream reached their offset
@@ -210,6 +329,8 @@ type DurableStream struct {
 	endWhy atomic.Pointer[error]
 
 	closeOnce sync.Once
+
+	commitRounds atomic.Int64 // times the loop considered a checkpoint (tests)
 }
 
 // OpenDurable starts the stream of a durable subscription from its
@@ -225,6 +346,9 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	}
 	if req.CommitInterval <= 0 {
 		req.CommitInterval = time.Second
+	}
+	if req.MaxAckPending <= 0 {
+		req.MaxAckPending = DefaultMaxAckPending
 	}
 	if req.clock == nil {
 		req.clock = time.Now
@@ -299,7 +423,7 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 		ps := &s.ps[p]
 		ps.next, ps.readEnd, ps.hw, ps.reserved = o, o, o, o
 		if jp := tk.parts[int32(p)]; jp != nil && jp.C == o && jp.H > o {
-			ps.readEnd, ps.hw, ps.prior, ps.priorRej = max(jp.R, o), max(jp.H, jp.R, o), jp.A, jp.X
+			ps.readEnd, ps.hw, ps.prior, ps.priorRej, ps.priorHd = max(jp.R, o), max(jp.H, jp.R, o), jp.A, jp.X, jp.D
 			ps.reserved = ps.hw
 		}
 		offs[int32(p)] = kgo.NewOffset().At(o)
@@ -421,6 +545,7 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 	delete(s.byID, eventID)
 	now := s.req.clock()
 	for _, pe := range list {
+		s.readLocked(pe)
 		if rej == nil {
 			tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeApplied))
 			s.settleLocked(pe)
@@ -428,6 +553,7 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 			continue
 		}
 		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
+		countLocked(pe, ^uint64(0)) // it was read
 		pe.rejected = rej
 		pe.due = now
 		if pe.hidx >= 0 {
@@ -487,6 +613,7 @@ func (s *DurableStream) settleLocked(pe *pending) {
 		return
 	}
 	pe.settled = true
+	s.inflight--
 	if pe.hidx >= 0 {
 		heap.Remove(&s.due, pe.hidx)
 	}
@@ -564,6 +691,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 			if err := s.commit(ctx); err != nil && ctx.Err() == nil {
 				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: commit")
 			}
+			s.commitRounds.Add(1)
 			lastCommit = now
 		}
 		pctx, wait := s.pollContext(ctx, now)
@@ -601,7 +729,7 @@ func (s *DurableStream) pollContext(ctx context.Context, now time.Time) (context
 	}
 	var resume map[string]map[int32]kgo.EpochOffset
 	for p := range s.ps {
-		if ps := &s.ps[p]; ps.blocked && s.tr.Room(int32(p)) > 0 {
+		if ps := &s.ps[p]; ps.blocked && s.tr.Room(int32(p)) > 0 && s.inflight < s.req.MaxAckPending {
 			ps.blocked = false
 			if resume == nil {
 				resume = map[string]map[int32]kgo.EpochOffset{s.topic: {}}
@@ -629,7 +757,9 @@ func (s *DurableStream) pollContext(ctx context.Context, now time.Time) (context
 
 // read processes fetched records: filtered out ones are done at once,
 // matching ones are delivered (or, below an earlier stream's read end,
-// redelivered with their next attempt or skipped as done).
+// redelivered with their next attempt or skipped as done). A matching
+// record that would be a first delivery while MaxAckPending are pending
+// stops reading its partition until acks free room.
 func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDelivery) []DurableDelivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -645,17 +775,15 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 			continue // paused (read again after SetOffsets) or seen
 		}
 		if s.tr.Room(p) <= 0 || r.Offset-ps.next >= s.tr.Room(p) {
-			ps.blocked = true
-			s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {p}})
+			s.blockLocked(p)
 			continue
 		}
-		ps.next = r.Offset + 1
 		if partitioning.DecodeHeaders(r.Headers, &attrs) != nil || !s.req.Filter.Match(&attrs) {
+			ps.next = r.Offset + 1
 			_ = s.tr.Filtered(p, r.Offset) // room checked above
 			continue
 		}
-		attempts := 1
-		var rej *Rejection
+		attempts, handed := 1, 0
 		if r.Offset < ps.hw {
 			// an earlier holder may have delivered it: a repeat, marked
 			n, was := ps.prior[r.Offset]
@@ -663,32 +791,48 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 				n, was = 1, true // delivered once, after its last checkpoint
 			}
 			if !was || s.ackedAhead[attrs.ID] {
+				ps.next = r.Offset + 1
 				delete(s.ackedAhead, attrs.ID)
 				_ = s.tr.Filtered(p, r.Offset) // settled by an earlier stream
 				continue
 			}
-			delete(ps.prior, r.Offset)
-			attempts = n + 1
-			if rej = ps.priorRej[r.Offset]; rej == nil {
-				rej = s.rejAhead[attrs.ID]
-			}
-			delete(ps.priorRej, r.Offset)
-			delete(s.rejAhead, attrs.ID)
+			attempts, handed = n+1, ps.priorHd[r.Offset]
 		}
+		if attempts == 1 && s.inflight >= s.req.MaxAckPending {
+			// a new delivery waits; a repeat of one an earlier stream may
+			// have delivered is pending already and still goes
+			s.stats.CapReached++
+			s.blockLocked(p)
+			continue
+		}
+		ps.next = r.Offset + 1
+		rej := ps.priorRej[r.Offset]
+		if rej == nil && r.Offset < ps.hw {
+			rej = s.rejAhead[attrs.ID]
+		}
+		delete(ps.prior, r.Offset)
+		delete(ps.priorRej, r.Offset)
+		delete(ps.priorHd, r.Offset)
+		delete(s.rejAhead, attrs.ID)
 		ev := &Event{Record: r, Attrs: attrs}
 		attrs.Ext = nil
 		_ = s.tr.Delivered(p, r.Offset)
-		pe := &pending{ev: ev, attempts: attempts, hidx: -1}
+		pe := &pending{ev: ev, attempts: attempts, handed: handed, hidx: -1}
 		trimSettled(ps)
 		ps.pending = append(ps.pending, pe)
+		s.inflight++
 		s.byID[ev.Attrs.ID] = append(s.byID[ev.Attrs.ID], pe)
-		if rej != nil || attempts > s.req.Policy.MaxAttempts {
-			// rejected, or its last attempt went unacknowledged, on an earlier stream
-			pe.attempts = min(attempts-1, s.req.Policy.MaxAttempts)
-			if pe.rejected = rej; rej == nil {
-				pe.rejected = &Rejection{Exhausted: true}
-			}
-			pe.due = now
+		switch {
+		case rej != nil:
+			// rejected on an earlier stream: final
+			pe.attempts, pe.rejected, pe.due = attempts-1, rej, now
+			heap.Push(&s.due, pe)
+			continue
+		case handed >= s.req.Policy.MaxAttempts:
+			// its last attempt was handed on an earlier stream: the
+			// consumer may still ack it within the ack timeout, else it
+			// is dead-lettered (not handed again)
+			pe.attempts, pe.due = attempts-1, now.Add(s.req.Policy.AckTimeout)
 			heap.Push(&s.due, pe)
 			continue
 		}
@@ -696,21 +840,36 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 			s.stats.Redeliveries++
 			s.e.metrics.redelivery(s.req.Tenant)
 		}
-		s.armLocked(pe, now)
-		s.seq++
-		out = append(out, DurableDelivery{Kind: DurableEvent, Event: ev, Attempt: attempts, Sequence: s.seq})
+		out = s.sendLocked(pe, now, out)
 	}
 	return out
 }
 
-// armLocked starts pe's timer after a delivery at now: its ack timeout,
-// then the backoff before the next attempt (none after the last: it is
-// dead-lettered when the timeout passes).
+// blockLocked pauses fetching partition p: its window is full or the
+// stream holds MaxAckPending pending deliveries (pollContext resumes it).
+func (s *DurableStream) blockLocked(p int32) {
+	s.ps[p].blocked = true
+	s.cl.PauseFetchPartitions(map[string][]int32{s.topic: {p}})
+}
+
+// sendLocked arms pe's timer and appends its delivery (pe.attempts
+// already counts it).
+func (s *DurableStream) sendLocked(pe *pending, now time.Time, out []DurableDelivery) []DurableDelivery {
+	s.armLocked(pe, now)
+	s.seq++
+	pe.seq = s.seq
+	return append(out, DurableDelivery{Kind: DurableEvent, Event: pe.ev, Attempt: attemptOf(pe), Sequence: s.seq, send: pe.attempts})
+}
+
+// armLocked starts pe's timer after a send or a hand-over at now: its ack
+// timeout, then the backoff before the next attempt (none once the
+// hand-overs reached max_attempts: it is dead-lettered when the timeout
+// passes). A send that is never handed is sent again after the same wait.
 func (s *DurableStream) armLocked(pe *pending, now time.Time) {
 	pol := s.req.Policy
 	pe.due = now.Add(pol.AckTimeout)
-	if pe.attempts < pol.MaxAttempts {
-		pe.due = pe.due.Add(pol.Delay(pe.attempts))
+	if n := handOvers(pe); n < pol.MaxAttempts {
+		pe.due = pe.due.Add(pol.Delay(max(n, 1)))
 	}
 	if pe.hidx >= 0 {
 		heap.Fix(&s.due, pe.hidx)
@@ -722,13 +881,16 @@ func (s *DurableStream) armLocked(pe *pending, now time.Time) {
 // fire handles due timers: redelivery of the event and of every later
 // pending event of its session on the same partition, in offset order (the
 // session's order is kept); dead-lettering of rejected events and of events
-// that used up their attempts.
+// handed max_attempts times without an ack. A later event of the session
+// that was handed max_attempts times is not redelivered: its own timer
+// dead-letters it.
 func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDelivery) []DurableDelivery {
 	var dead []*pending
 	s.mu.Lock()
 	for len(s.due) > 0 && !s.due[0].due.After(now) {
 		pe := s.due[0]
-		if pe.rejected != nil || pe.attempts >= s.req.Policy.MaxAttempts {
+		countLocked(pe, ^uint64(0)) // its ack timeout passed with the stream open
+		if pe.rejected != nil || pe.handed >= s.req.Policy.MaxAttempts {
 			heap.Pop(&s.due)
 			if pe.rejected == nil {
 				pe.rejected = &Rejection{Exhausted: true}
@@ -738,20 +900,13 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			continue
 		}
 		for _, q := range s.sessionTailLocked(pe) {
-			if q.rejected != nil {
-				continue
-			}
-			if q.attempts >= s.req.Policy.MaxAttempts {
-				q.due = now // dead-lettered on the next round of this loop
-				heap.Fix(&s.due, q.hidx)
+			if q.rejected != nil || handOvers(q) >= s.req.Policy.MaxAttempts {
 				continue
 			}
 			q.attempts++
 			s.stats.Redeliveries++
 			s.e.metrics.redelivery(s.req.Tenant)
-			s.armLocked(q, now)
-			s.seq++
-			out = append(out, DurableDelivery{Kind: DurableEvent, Event: q.ev, Attempt: q.attempts, Sequence: s.seq})
+			out = s.sendLocked(q, now, out)
 		}
 	}
 	s.mu.Unlock()
@@ -771,7 +926,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		s.stats.DeadLettered++
 		s.e.metrics.deadLetter(s.req.Tenant)
 		s.mu.Unlock()
-		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.attempts, Notice: notice, DeadLetter: p})
+		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.handed, Notice: notice, DeadLetter: p})
 	}
 	return out
 }
@@ -849,9 +1004,9 @@ func (s *DurableStream) unsendLocked(out []DurableDelivery) {
 		}
 		for _, pe := range s.ps[d.Event.Record.Partition].pending {
 			if pe.ev == d.Event && !pe.settled {
-				// attempts only grow and leave in order: from this one on
+				// sends only grow and leave in order: from this one on
 				// none was delivered
-				pe.attempts = min(pe.attempts, d.Attempt-1)
+				pe.attempts = min(pe.attempts, d.send-1)
 			}
 		}
 	}
@@ -907,20 +1062,20 @@ func (s *DurableStream) reserve(ctx context.Context, out []DurableDelivery) erro
 				rec.HW = map[int32]int64{}
 			}
 			rec.HW[p] = max(rec.HW[p], o+1)
-			if d.Attempt < 2 {
-				continue // a first read: the high-water says "delivered once"
+			if d.send < 2 {
+				continue // a first read: the high-water says "sent once"
 			}
 		}
 		// below the reserved high-water (an earlier holder's range, or a
-		// redelivery) the attempt is recorded itself: a checkpoint may list
-		// the offset as never delivered
+		// redelivery) the sends are recorded themselves: a checkpoint may
+		// list the offset as never sent
 		if rec.Att == nil {
 			rec.Att = map[int32]map[int64]int{}
 		}
 		if rec.Att[p] == nil {
 			rec.Att[p] = map[int64]int{}
 		}
-		rec.Att[p][o] = d.Attempt
+		rec.Att[p][o] = d.send
 	}
 	s.mu.Unlock()
 	if rec.HW == nil && rec.Att == nil {
@@ -958,55 +1113,29 @@ func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 func (s *DurableStream) commit(ctx context.Context) error { return s.commitAs(ctx, s.epoch) }
 
 // commitAs checkpoints, when it changed, the committable offset of every
-// partition with the read end, the reserved high-water and the attempts of
-// pending offsets in the journal, then commits it to the group with holder
-// h (0: released).
+// partition with the read end, the reserved high-water, the sends and
+// hand-overs of pending offsets in the journal, then commits it to the
+// group with holder h (0: released). The record's encoding is
+// deterministic (JSON sorts map keys; the id lists are sorted), so an
+// unchanged state writes nothing.
 func (s *DurableStream) commitAs(ctx context.Context, h int64) error {
 	s.mu.Lock()
+	s.pruneAheadLocked()
 	jps := make([]journalPart, 0, len(s.ps))
 	for p := range s.ps {
-		ps := &s.ps[p]
-		off, ok := s.tr.Committable(int32(p))
-		if !ok {
-			continue
+		if jp, ok := s.journalPartLocked(int32(p)); ok {
+			jps = append(jps, jp)
 		}
-		jp := journalPart{P: int32(p), C: off, R: max(ps.next, ps.readEnd, off), A: map[int64]int{}}
-		jp.H = max(jp.R, ps.hw)
-		for _, pe := range ps.pending {
-			if pe.settled || pe.ev.Record.Offset < off {
-				continue
-			}
-			jp.A[pe.ev.Record.Offset] = pe.attempts
-			if pe.rejected != nil && !pe.rejected.Exhausted {
-				if jp.X == nil {
-					jp.X = map[int64]*Rejection{}
-				}
-				jp.X[pe.ev.Record.Offset] = pe.rejected
-			}
-		}
-		// offsets an earlier holder reserved and not reached yet keep their state
-		for o, n := range ps.prior {
-			if o >= ps.next {
-				jp.A[o] = n
-			}
-		}
-		for o, r := range ps.priorRej {
-			if o >= ps.next {
-				if jp.X == nil {
-					jp.X = map[int64]*Rejection{}
-				}
-				jp.X[o] = r
-			}
-		}
-		jps = append(jps, jp)
 	}
 	rec := journalRecord{T: jCkpt, Node: s.e.node, Epoch: s.epoch, Parts: jps}
 	for id := range s.ackedAhead {
 		rec.Acks = append(rec.Acks, id)
 	}
+	sort.Strings(rec.Acks)
 	for id, r := range s.rejAhead {
 		rec.Rejects = append(rec.Rejects, journalRejection{ID: id, Code: r.Code, Message: r.Message})
 	}
+	sort.Slice(rec.Rejects, func(i, j int) bool { return rec.Rejects[i].ID < rec.Rejects[j].ID })
 	s.mu.Unlock()
 	key, err := json.Marshal(struct {
 		R journalRecord
@@ -1028,6 +1157,65 @@ func (s *DurableStream) commitAs(ctx context.Context, h int64) error {
 	}
 	s.lastCommit = []string{string(key)} // only the stream's goroutine commits
 	return nil
+}
+
+// journalPartLocked is partition p's checkpoint state; false when nothing
+// of it is committable yet.
+func (s *DurableStream) journalPartLocked(p int32) (journalPart, bool) {
+	ps := &s.ps[p]
+	off, ok := s.tr.Committable(p)
+	if !ok {
+		return journalPart{}, false
+	}
+	jp := journalPart{P: p, C: off, R: max(ps.next, ps.readEnd, off), A: map[int64]int{}}
+	jp.H = max(jp.R, ps.hw)
+	note := func(o int64, sends, handed int, rej *Rejection) {
+		jp.A[o] = sends
+		if handed > 0 {
+			if jp.D == nil {
+				jp.D = map[int64]int{}
+			}
+			jp.D[o] = handed
+		}
+		if rej != nil && !rej.Exhausted {
+			if jp.X == nil {
+				jp.X = map[int64]*Rejection{}
+			}
+			jp.X[o] = rej
+		}
+	}
+	for _, pe := range ps.pending {
+		if !pe.settled && pe.ev.Record.Offset >= off {
+			countLocked(pe, s.evidence)
+			note(pe.ev.Record.Offset, pe.attempts, pe.handed, pe.rejected)
+		}
+	}
+	// offsets an earlier holder reserved and not reached yet keep their state
+	for o, n := range ps.prior {
+		if o >= ps.next {
+			note(o, n, ps.priorHd[o], ps.priorRej[o])
+		}
+	}
+	return jp, true
+}
+
+// pruneAheadLocked forgets the ids acknowledged or rejected ahead of their
+// events once the stream has read past the earlier holders' high-water on
+// every partition: such an id can only match an event below it (an event
+// this stream delivers itself is settled through byID), so what is left
+// then is stale (a duplicate or late ack, an unknown id) and would be
+// carried into every checkpoint.
+func (s *DurableStream) pruneAheadLocked() {
+	if len(s.ackedAhead) == 0 && len(s.rejAhead) == 0 {
+		return
+	}
+	for p := range s.ps {
+		if s.ps[p].next < s.ps[p].hw {
+			return
+		}
+	}
+	clear(s.ackedAhead)
+	clear(s.rejAhead)
 }
 
 // dueHeap orders pending deliveries by due time, then by partition and

@@ -65,7 +65,20 @@ func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream 
 	return s
 }
 
+// recvD takes the next delivery and, as a transport that wrote it to its
+// client would, confirms it handed.
 func recvD(t *testing.T, s *DurableStream) DurableDelivery {
+	t.Helper()
+	d := recvQueued(t, s)
+	if d.Kind == DurableEvent {
+		s.Handed(d)
+	}
+	return d
+}
+
+// recvQueued takes the next delivery from the stream's queue without
+// confirming it: a transport whose write failed, or that never wrote it.
+func recvQueued(t *testing.T, s *DurableStream) DurableDelivery {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
