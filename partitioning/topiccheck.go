@@ -211,13 +211,41 @@ func (p *Provisioner) checkRetention(s topicSpec, got map[string]string, add add
 	if v, ok := got["retention.bytes"]; ok {
 		b, err := strconv.ParseInt(v, 10, 64)
 		want := c.RetentionBytes
-		if err == nil && b >= 0 && (want <= 0 || b < want) {
-			w := "-1 (unbounded)"
-			if want > 0 {
-				w = strconv.FormatInt(want, 10)
-			}
+		w := "-1 (unbounded)"
+		if want > 0 {
+			w = strconv.FormatInt(want, 10)
+		}
+		switch {
+		case err != nil:
+		case b >= 0 && (want <= 0 || b < want):
 			add(s, "retention.bytes", w, v, false,
 				"the topic keeps fewer bytes per partition than --topic-retention-bytes: the replay window is shorter under load")
+		case b < 0 && want > 0:
+			add(s, "retention.bytes", w, v+" (unbounded)", false,
+				"the topic keeps every byte for retention.ms: disk (and, on the embedded broker, restart memory) grows with the data")
 		}
 	}
+}
+
+// maxWarnings bounds Warnings' list.
+const maxWarnings = 20
+
+// Warnings words the non-fatal mismatches, at most maxWarnings of them
+// and then a count of the rest, for /readyz.
+func (p *Provisioner) Warnings() []string {
+	var out []string
+	rest := 0
+	for _, m := range p.Mismatches() {
+		switch {
+		case m.Fatal:
+		case len(out) < maxWarnings:
+			out = append(out, m.String())
+		default:
+			rest++
+		}
+	}
+	if rest > 0 {
+		out = append(out, fmt.Sprintf("and %d more (aep_topic_config_mismatches)", rest))
+	}
+	return out
 }

@@ -45,6 +45,70 @@ type embeddedBroker struct {
 
 const journalEvery = 2 * time.Second
 
+// What bounds the embedded broker's memory (docs/operations.md). kfake
+// serves fetches from its segment files, keeping only a small index per
+// batch in memory, but when it starts it reads every segment file whole
+// and decodes it, all partitions at once; after a crash (no snapshot) it
+// holds a partition's every batch until that partition is loaded. So the
+// memory a restart needs grows with the bytes kept, and the bound is a
+// byte retention per partition.
+const (
+	// embeddedRetentionBytes is --topic-retention-bytes -1 on the
+	// embedded broker: per partition of a tenant's events topic.
+	embeddedRetentionBytes = 16 << 20
+	// embeddedLoadFactor is the memory a restart takes per byte kept on
+	// disk (measured 1.6-1.8: raw segment plus decoded batches; rounded up).
+	embeddedLoadFactor = 2
+	// embeddedBaseMemory is the gateway's own memory with no data.
+	embeddedBaseMemory = 96 << 20
+	// embeddedCleanerEvery is how often retention runs: what is written
+	// between two runs comes on top of the bound.
+	embeddedCleanerEvery = 15 * time.Second
+)
+
+// embeddedLimits are the embedded broker's byte bounds and the memory
+// they imply.
+type embeddedLimits struct {
+	EventsBytes     int64 // retention.bytes per events partition; 0: unbounded
+	DeadLetterBytes int64 // retention.bytes per dead-letter partition; 0: unbounded
+	SegmentBytes    int64 // log.segment.bytes
+	TenantDisk      int64 // most one tenant's events and dead letters keep on disk; 0: unbounded
+	TenantMemory    int64 // memory a restart needs per tenant, on top of embeddedBaseMemory
+}
+
+func (c config) embeddedBounds() embeddedLimits {
+	r := c.TopicRetentionBytes
+	if r < 0 {
+		r = embeddedRetentionBytes
+	}
+	l := embeddedLimits{EventsBytes: r, SegmentBytes: 4 << 20}
+	if r == 0 {
+		return l
+	}
+	l.SegmentBytes = min(max(r/4, 1<<20), 64<<20)
+	l.DeadLetterBytes = max(r/4, 1<<20)
+	// Retention deletes whole segments only, so a partition keeps up to
+	// one more segment than its bound.
+	l.TenantDisk = int64(c.TopicPartitions) * (l.EventsBytes + l.DeadLetterBytes + 2*l.SegmentBytes)
+	l.TenantMemory = embeddedLoadFactor * l.TenantDisk
+	return l
+}
+
+// logBounds says at start what bounds the embedded broker's memory.
+func (c config) logEmbeddedBounds(log zerolog.Logger) {
+	l := c.embeddedBounds()
+	if l.EventsBytes == 0 {
+		log.Warn().Msg("embedded kafka: --topic-retention-bytes 0, no byte bound: a restart loads every kept byte into memory (about twice the data dir), so memory after a restart grows with the data; docs/operations.md")
+		return
+	}
+	log.Info().Int64("events_bytes_per_partition", l.EventsBytes).Int64("dead_letter_bytes_per_partition", l.DeadLetterBytes).
+		Int64("segment_bytes", l.SegmentBytes).Int("partitions", c.TopicPartitions).
+		Int64("tenant_disk_bytes", l.TenantDisk).Int64("restart_memory_bytes_per_tenant", l.TenantMemory).
+		Int64("base_memory_bytes", embeddedBaseMemory).
+		Msgf("embedded kafka: each tenant keeps at most %d MiB on disk (plus what is written in %v between retention runs); a restart needs about %d MiB + %d MiB per tenant of memory; docs/operations.md",
+			l.TenantDisk>>20, embeddedCleanerEvery, embeddedBaseMemory>>20, l.TenantMemory>>20)
+}
+
 func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 	host, portStr, err := net.SplitHostPort(c.EmbeddedKafkaListen)
 	if err != nil {
@@ -74,8 +138,13 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 		kfake.DataDir(filepath.Join(c.DataDir, "kafka")),
 		// kfake runs retention only on topics that carry retention configs
 		// (the provisioner sets them) and its cleaner backs off an hour by
-		// default; a minute keeps the replay window honest.
-		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "60000"}),
+		// default; 15 s keeps the replay window and the byte bound honest.
+		// Small segments: kfake reads a segment whole when it loads it,
+		// and deletes only segments that retention emptied entirely.
+		kfake.BrokerConfigs(map[string]string{
+			"log.cleaner.backoff.ms": strconv.FormatInt(embeddedCleanerEvery.Milliseconds(), 10),
+			"log.segment.bytes":      strconv.FormatInt(c.embeddedBounds().SegmentBytes, 10),
+		}),
 		kfake.WithLogger(kfakeLogger{log}),
 	}
 	if c.EmbeddedSyncWrites {
