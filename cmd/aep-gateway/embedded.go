@@ -164,11 +164,35 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 		return nil, err
 	}
 	b.adm = kadm.NewClient(b.admCl)
+	if err := b.resumeCleaner(); err != nil {
+		log.Error().Err(err).Msg("embedded kafka: retention not restarted after loading the data dir; it resumes when a topic is created")
+	}
 	if err := b.checkJournal(); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: could not check the offsets journal")
 	}
 	go b.journalLoop()
 	return b, nil
+}
+
+// resumeCleaner restarts kfake's retention and compaction after it loaded
+// a data dir: kfake starts its cleaner only when a topic is created or a
+// config altered, not after loading, so a restarted broker would keep
+// every byte until then. Setting a broker config (to the value it has)
+// starts it.
+func (b *embeddedBroker) resumeCleaner() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := strconv.FormatInt(embeddedCleanerEvery.Milliseconds(), 10)
+	resp, err := b.adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.cleaner.backoff.ms", Value: &v}})
+	if err != nil {
+		return err
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			return fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
+		}
+	}
+	return nil
 }
 
 func (b *embeddedBroker) journalPath() string { return filepath.Join(b.dir, "offsets.json") }
