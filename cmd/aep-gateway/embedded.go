@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // embeddedBroker is the single-node Kafka-protocol broker (kfake) the gateway
@@ -167,6 +172,9 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 	if err := b.resumeCleaner(); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: retention not restarted after loading the data dir; it resumes when a topic is created")
 	}
+	if err := b.alignRetention(c, partitioning.Naming{Template: c.TopicTemplate}); err != nil {
+		log.Error().Err(err).Msg("embedded kafka: could not apply the byte bound to existing tenant topics")
+	}
 	if err := b.checkJournal(); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: could not check the offsets journal")
 	}
@@ -193,6 +201,81 @@ func (b *embeddedBroker) resumeCleaner() error {
 		}
 	}
 	return nil
+}
+
+// alignRetention gives the tenant events and dead-letter topics found
+// unbounded (retention.bytes -1: made before the embedded byte bound, or
+// with --topic-retention-bytes 0) the bound of embeddedBounds, so that a
+// data dir carried over from such a run stops growing and the next
+// restart fits the stated memory. Topics with a bound of their own are
+// left alone; with no bound configured nothing is changed.
+func (b *embeddedBroker) alignRetention(c config, n partitioning.Naming) error {
+	l := c.embeddedBounds()
+	if l.EventsBytes == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics, err := b.adm.ListTopics(ctx)
+	if err != nil {
+		return err
+	}
+	want := map[string]int64{}
+	for _, t := range topics.Names() {
+		switch {
+		case isEventsTopic(n, t):
+			want[t] = l.EventsBytes
+		case isEventsTopic(n, strings.TrimSuffix(t, ".deadletter")) && strings.HasSuffix(t, ".deadletter"):
+			want[t] = l.DeadLetterBytes
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	rcs, err := b.adm.DescribeTopicConfigs(ctx, slices.Sorted(maps.Keys(want))...)
+	if err != nil {
+		return err
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		unbounded := true
+		for _, cf := range rc.Configs {
+			if cf.Key == "retention.bytes" && cf.Value != nil && *cf.Value != "-1" {
+				unbounded = false
+			}
+		}
+		if !unbounded {
+			continue
+		}
+		v := strconv.FormatInt(want[rc.Name], 10)
+		resp, err := b.adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: &v}}, rc.Name)
+		if err == nil {
+			err = resp[0].Err
+		}
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", rc.Name, err)
+		}
+		b.log.Warn().Str("topic", rc.Name).Str("retention_bytes", v).
+			Msg("embedded kafka: unbounded tenant topic given the embedded byte bound (--topic-retention-bytes 0 keeps topics unbounded); older events beyond it are deleted at the next retention run")
+	}
+	return nil
+}
+
+// isEventsTopic says whether topic is a tenant's events topic under n.
+func isEventsTopic(n partitioning.Naming, topic string) bool {
+	tmpl := n.Template
+	if tmpl == "" {
+		tmpl = partitioning.DefaultTopicTemplate
+	}
+	pre, suf, _ := strings.Cut(tmpl, "{tenant}")
+	tenant, ok := strings.CutPrefix(topic, pre)
+	if !ok || !strings.HasSuffix(tenant, suf) {
+		return false
+	}
+	tenant = strings.TrimSuffix(tenant, suf)
+	return partitioning.ValidateTenant(tenant) == nil && n.Events(tenant) == topic
 }
 
 func (b *embeddedBroker) journalPath() string { return filepath.Join(b.dir, "offsets.json") }
