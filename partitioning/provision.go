@@ -43,6 +43,11 @@ type TopicConfig struct {
 	// Recheck is how long a tenant whose topics failed their check is
 	// refused before they are checked again. Zero means 10 seconds.
 	Recheck time.Duration
+	// Revalidate is how often the topics of a tenant that passed are
+	// checked again (on its next use after that, without holding up
+	// its other callers), so that an operator's later change shows.
+	// Zero means 5 minutes; negative means never.
+	Revalidate time.Duration
 }
 
 func (c TopicConfig) withDefaults() TopicConfig {
@@ -63,6 +68,9 @@ func (c TopicConfig) withDefaults() TopicConfig {
 	}
 	if c.Recheck == 0 {
 		c.Recheck = 10 * time.Second
+	}
+	if c.Revalidate == 0 {
+		c.Revalidate = 5 * time.Minute
 	}
 	return c
 }
@@ -127,19 +135,12 @@ func (p *Provisioner) LastError() error {
 	if p.lastErr != nil {
 		return p.lastErr
 	}
-	var fatal []Mismatch
+	var all []Mismatch
 	for _, ms := range p.mismatches {
-		for _, m := range ms {
-			if m.Fatal {
-				fatal = append(fatal, m)
-			}
-		}
+		all = append(all, ms...)
 	}
-	if len(fatal) == 0 {
-		return nil
-	}
-	sortMismatches(fatal)
-	return fmt.Errorf("%w: %w", ErrTopicMismatch, &TopicMismatchError{Mismatches: fatal})
+	sortMismatches(all)
+	return fatalError(all)
 }
 
 // Mismatches lists every known tenant's topic mismatches, fatal or not,
@@ -166,6 +167,11 @@ type provision struct {
 	info    TopicInfo
 	err     error
 	retryAt time.Time // for a failed check: when to check again
+
+	// For a success, guarded by Provisioner.mu: when to check the topics
+	// again, and whether a caller is doing so now.
+	revalidateAt time.Time
+	checking     bool
 }
 
 // NewProvisioner returns a provisioner that creates topics through adm.
@@ -198,6 +204,11 @@ func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, err
 		select {
 		case <-pr.done:
 			ok = pr.err == nil || time.Now().Before(pr.retryAt)
+			if pr.err == nil && !pr.checking && !pr.revalidateAt.IsZero() && time.Now().After(pr.revalidateAt) {
+				pr.checking = true
+				p.mu.Unlock()
+				return p.revalidate(ctx, tenant, pr)
+			}
 		default:
 		}
 	}
@@ -209,15 +220,14 @@ func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, err
 		p.mu.Lock()
 		pr.info, pr.err = info, err
 		if checked {
-			if len(ms) == 0 {
-				delete(p.mismatches, tenant)
-			} else {
-				p.mismatches[tenant] = ms
-			}
+			p.setMismatchesLocked(tenant, ms)
 		}
 		switch {
 		case err == nil:
 			p.lastErr = nil
+			if checked && p.cfg.Revalidate > 0 {
+				pr.revalidateAt = time.Now().Add(p.cfg.Revalidate)
+			}
 		case errors.Is(err, ErrTopicMismatch):
 			pr.retryAt = time.Now().Add(p.cfg.Recheck)
 		default:
@@ -240,6 +250,59 @@ func (p *Provisioner) Ensure(ctx context.Context, tenant string) (TopicInfo, err
 	case <-ctx.Done():
 		return TopicInfo{}, ctx.Err()
 	}
+}
+
+// revalidate checks again the topics of a tenant that passed (pr, with
+// pr.checking set by the caller). A check that finds a fatal mismatch
+// replaces pr with a failed attempt, kept for Recheck; a check that
+// cannot describe the topics keeps pr as it was.
+func (p *Provisioner) revalidate(ctx context.Context, tenant string, pr *provision) (TopicInfo, error) {
+	ms, err := p.checkTopics(ctx, tenant, p.specs(tenant))
+	p.mu.Lock()
+	pr.checking = false
+	pr.revalidateAt = time.Now().Add(p.cfg.Revalidate)
+	if err != nil {
+		p.mu.Unlock()
+		return pr.info, nil
+	}
+	p.setMismatchesLocked(tenant, ms)
+	ferr := fatalError(ms)
+	if ferr != nil && p.tenants[tenant] == pr {
+		failed := &provision{done: make(chan struct{}), err: ferr, retryAt: time.Now().Add(p.cfg.Recheck)}
+		close(failed.done)
+		p.tenants[tenant] = failed
+	}
+	p.mu.Unlock()
+	if p.cfg.Report != nil {
+		p.cfg.Report(tenant, ms)
+	}
+	if ferr != nil {
+		return TopicInfo{}, ferr
+	}
+	return pr.info, nil
+}
+
+// setMismatchesLocked records a tenant's last check. Must hold p.mu.
+func (p *Provisioner) setMismatchesLocked(tenant string, ms []Mismatch) {
+	if len(ms) == 0 {
+		delete(p.mismatches, tenant)
+	} else {
+		p.mismatches[tenant] = ms
+	}
+}
+
+// fatalError is the error of the fatal mismatches among ms, nil if none.
+func fatalError(ms []Mismatch) error {
+	var fatal []Mismatch
+	for _, m := range ms {
+		if m.Fatal {
+			fatal = append(fatal, m)
+		}
+	}
+	if len(fatal) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrTopicMismatch, &TopicMismatchError{Mismatches: fatal})
 }
 
 func (p *Provisioner) specs(tenant string) []topicSpec {
@@ -291,14 +354,8 @@ func (p *Provisioner) provision(ctx context.Context, tenant string) (info TopicI
 	if err != nil {
 		return TopicInfo{}, nil, false, err
 	}
-	var fatal []Mismatch
-	for _, m := range ms {
-		if m.Fatal {
-			fatal = append(fatal, m)
-		}
-	}
-	if len(fatal) > 0 {
-		return TopicInfo{}, ms, true, fmt.Errorf("%w: %w", ErrTopicMismatch, &TopicMismatchError{Mismatches: fatal})
+	if err := fatalError(ms); err != nil {
+		return TopicInfo{}, ms, true, err
 	}
 	info, err = p.describe(ctx, specs[0].name)
 	return info, ms, true, err

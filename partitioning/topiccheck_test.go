@@ -239,3 +239,47 @@ func TestParseTopicManagement(t *testing.T) {
 		t.Error("bad management validated")
 	}
 }
+
+// An operator who compacts a topic the gateway already uses is noticed on
+// a later use: the tenant is refused from then on, and served again once
+// the change is undone.
+func TestProvisionerRevalidatesAfterOperatorChange(t *testing.T) {
+	adm := newAdmin(t)
+	p, _ := NewProvisioner(adm, Naming{}, TopicConfig{Partitions: 2, ReplicationFactor: 1,
+		Revalidate: 20 * time.Millisecond, Recheck: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := p.Ensure(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	set := func(policy string) {
+		t.Helper()
+		if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: strp(policy)}}, Naming{}.Events("acme")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := func(what string, cond func(error) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := p.Ensure(ctx, "acme")
+			if cond(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last answer %v", what, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	set("compact")
+	until("the compaction noticed", func(err error) bool { return errors.Is(err, ErrTopicMismatch) })
+	if !errors.Is(p.LastError(), ErrTopicMismatch) {
+		t.Fatalf("LastError = %v", p.LastError())
+	}
+	set("delete")
+	until("the fix noticed", func(err error) bool { return err == nil })
+	if p.LastError() != nil {
+		t.Fatalf("LastError after the fix = %v", p.LastError())
+	}
+}
