@@ -87,9 +87,24 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 				return
 			}
 		}
+		var warnings []string
+		for _, pr := range rd.topics {
+			if tw, ok := pr.(TopicWarner); ok {
+				warnings = append(warnings, tw.Warnings()...)
+			}
+		}
+		if len(warnings) > 0 {
+			writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "topic_warnings": warnings})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	}
 }
+
+// TopicWarner is a ProvisioningReporter that also knows differences of
+// the topics that do not make the node unready (*partitioning.Provisioner:
+// a shorter retention, fewer partitions); /readyz lists them, bounded.
+type TopicWarner interface{ Warnings() []string }
 
 // ProvisioningReporter remembers its last failure to create the topics
 // the gateway needs (*partitioning.Provisioner does for tenant topics);

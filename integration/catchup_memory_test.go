@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,9 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
-	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // catchUpStreamBound is the memory one catching-up stream may hold, as
@@ -65,45 +61,11 @@ func TestCatchUpMemoryIsBoundedPerStream(t *testing.T) {
 	from := msgs[len(msgs)-1].ID
 	live.Close()
 
-	// The topic: mib MiB of 1 KiB events, written straight to the broker.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(g.KafkaAddr), kgo.ProducerLinger(5*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	topic := partitioning.Naming{}.Events("default")
-	// Payloads as compressible as real events (hex of random bytes, about
-	// 2x under lz4), not runs of one byte: a fetch is bounded in
-	// compressed bytes (see docs/security.md).
-	rnd := rand.New(rand.NewPCG(1, 2))
-	n := mib << 10
-	results := make(chan error, 1024)
-	for i := range n {
-		sess := "s" + strconv.Itoa(i%64)
-		a := aep.Attrs{Dialect: aep.DialectD, ID: "evt_" + strconv.Itoa(i), Type: "task.progress", Source: "agent:mem", Session: sess}
-		raw := make([]byte, 430)
-		for j := range raw {
-			raw[j] = byte(rnd.Uint32())
-		}
-		v := fmt.Sprintf(`{"aep_version":"0.1","id":"evt_%d","type":"task.progress","source":"agent:mem","session_id":"%s","created_at":"2026-07-09T10:00:00Z","payload":{"pad":"%x"}}`, i, sess, raw)
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(sess), Value: []byte(v), Headers: partitioning.AppendHeaders(nil, &a)},
-			func(_ *kgo.Record, err error) {
-				if err != nil {
-					select {
-					case results <- err:
-					default:
-					}
-				}
-			})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-results:
-		t.Fatalf("produce: %v", err)
-	default:
-	}
+	// The topic: mib MiB of 1 KiB events, written straight to the broker,
+	// as compressible as real events (hex of random bytes, about 2x under
+	// lz4), not runs of one byte: a fetch is bounded in compressed bytes
+	// (see docs/security.md).
+	fillTenant(ctx, t, g.KafkaAddr, mib<<10, 430, kgo.ProducerLinger(5*time.Millisecond))
 
 	rss := func() int64 { return procStatus(pid, "VmRSS") << 10 }
 	time.Sleep(time.Second) // let the broker's and the gateway's allocations settle

@@ -52,6 +52,7 @@ type config struct {
 	TopicReplicationFactor int
 	TopicRetention         time.Duration
 	TopicRetentionBytes    int64
+	TopicManagement        string
 	KeyStrategy            string
 
 	MaxBodyBytes        int64
@@ -157,7 +158,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.TopicPartitions, "topic-partitions", 12, "partitions of a new tenant topic")
 	fs.Int(&c.TopicReplicationFactor, "topic-replication-factor", -1, "replication factor of new topics: tenant topics, the subscription journal, dialect R's presence and control topics (-1: the broker's default.replication.factor; forced to 1 on the embedded broker)")
 	fs.Duration(&c.TopicRetention, "topic-retention", 7*24*time.Hour, "retention of a new tenant events topic: the replay window (-1ns: forever)")
-	fs.Int64(&c.TopicRetentionBytes, "topic-retention-bytes", 0, "per-partition size bound of a new tenant events topic (0: unbounded)")
+	fs.Int64(&c.TopicRetentionBytes, "topic-retention-bytes", -1, "per-partition size bound of a new tenant events topic (0: unbounded; -1: unbounded on a Kafka cluster, 16 MiB on the embedded broker, whose restart memory grows with what it keeps: docs/operations.md)")
+	fs.String(&c.TopicManagement, "topic-management", "create", "tenant topics: create (create missing ones, check existing ones), verify (never create: describe and check, for topics managed by Strimzi or Terraform; needs no CREATE ACL) or none (trust them as they are); docs/operations-kafka.md")
 	fs.String(&c.KeyStrategy, "key-strategy", "session", "record key: session (session, else source) or binding (task > conversation > session > source, dialect D's Kafka binding)")
 
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", 8<<20, "largest ingest request body")
@@ -243,6 +245,12 @@ func (c config) validate() error {
 	}
 	if err := (partitioning.Naming{Template: c.TopicTemplate}).Validate(); err != nil {
 		return err
+	}
+	if c.TopicRetentionBytes < -1 {
+		return fmt.Errorf("--topic-retention-bytes %d: want -1, 0 or a size", c.TopicRetentionBytes)
+	}
+	if _, err := partitioning.ParseTopicManagement(c.TopicManagement); err != nil {
+		return fmt.Errorf("--topic-management: %w", err)
 	}
 	if c.TopicPartitions < 1 || c.TopicPartitions > 10000 {
 		return fmt.Errorf("--topic-partitions %d: want 1..10000", c.TopicPartitions)

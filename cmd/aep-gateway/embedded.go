@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // embeddedBroker is the single-node Kafka-protocol broker (kfake) the gateway
@@ -74,8 +76,13 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 		kfake.DataDir(filepath.Join(c.DataDir, "kafka")),
 		// kfake runs retention only on topics that carry retention configs
 		// (the provisioner sets them) and its cleaner backs off an hour by
-		// default; a minute keeps the replay window honest.
-		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "60000"}),
+		// default; 15 s keeps the replay window and the byte bound honest.
+		// Small segments: kfake reads a segment whole when it loads it,
+		// and deletes only segments that retention emptied entirely.
+		kfake.BrokerConfigs(map[string]string{
+			"log.cleaner.backoff.ms": strconv.FormatInt(embeddedCleanerEvery.Milliseconds(), 10),
+			"log.segment.bytes":      strconv.FormatInt(c.embeddedBounds().SegmentBytes, 10),
+		}),
 		kfake.WithLogger(kfakeLogger{log}),
 	}
 	if c.EmbeddedSyncWrites {
@@ -95,6 +102,12 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 		return nil, err
 	}
 	b.adm = kadm.NewClient(b.admCl)
+	if err := b.resumeCleaner(); err != nil {
+		log.Error().Err(err).Msg("embedded kafka: retention not restarted after loading the data dir; it resumes when a topic is created")
+	}
+	if err := b.alignRetention(c, partitioning.Naming{Template: c.TopicTemplate}); err != nil {
+		log.Error().Err(err).Msg("embedded kafka: could not apply the byte bound to existing tenant topics")
+	}
 	if err := b.checkJournal(); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: could not check the offsets journal")
 	}

@@ -139,6 +139,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		cfg.TopicReplicationFactor = 1
 		log.Info().Str("kafka", embedded.Addr()).Str("data_dir", cfg.DataDir).
 			Msg("embedded Kafka-protocol broker started; point any Kafka tool at this address")
+		cfg.logEmbeddedBounds(log)
 	}
 
 	// Tracing first, so that every Kafka client gets its hooks, and
@@ -179,15 +180,11 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	})
 
 	naming := partitioning.Naming{Template: cfg.TopicTemplate}
-	prov, err := partitioning.NewProvisioner(kadm.NewClient(producer), naming, partitioning.TopicConfig{
-		Partitions:        int32(cfg.TopicPartitions),
-		ReplicationFactor: int16(cfg.TopicReplicationFactor),
-		Retention:         cfg.TopicRetention,
-		RetentionBytes:    cfg.TopicRetentionBytes,
-	})
+	prov, err := partitioning.NewProvisioner(kadm.NewClient(producer), naming, cfg.topicConfig(log))
 	if err != nil {
 		return err
 	}
+	reg.MustRegister(newTopicCheckCollector(prov))
 	var workerFailed <-chan error
 	if cfg.Role != roleGateway {
 		if workerFailed, err = startFilterWorker(cfg, opts, naming, kadm.NewClient(producer), reg, log, lc); err != nil {
