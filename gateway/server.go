@@ -141,7 +141,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.access.middleware, s.recoverer, s.metrics.instrument, s.devHostGuard, s.cors)
+	r.Use(s.bodyDeadline, s.access.middleware, s.recoverer, s.metrics.instrument, s.devHostGuard, s.cors)
 
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
