@@ -134,7 +134,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.JWTJWKSURL, "jwt-jwks-url", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in the JWKS at this URL (https; plain http only on a trusted network); refreshed every --jwt-jwks-refresh and, rate-limited, on an unknown kid")
 	fs.String(&c.JWTJWKSFile, "jwt-jwks-file", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in this JWKS file; reloaded when it changes and on SIGHUP")
 	fs.Duration(&c.JWTJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often --jwt-jwks-url is fetched again")
-	fs.Duration(&c.AuthReloadInterval, "auth-reload-interval", 5*time.Second, "how often --api-keys and --jwt-jwks-file are checked for changes (SIGHUP reloads at once; 0: only on SIGHUP)")
+	fs.Duration(&c.AuthReloadInterval, "auth-reload-interval", 5*time.Second, "how often --api-keys and --jwt-jwks-file are checked for content changes (a SHA-256; new content takes effect once unchanged for 0.2s; SIGHUP reloads at once; 0: only on SIGHUP)")
 	fs.String(&c.CursorKeys, "cursor-keys", "", "cursor signing key file: lines of \"<id 0-255> <hex secret, 32+ bytes>\", the first signs; every node of a deployment needs the same file (default: a key kept in --data-dir with the embedded broker, else a per-process random key)")
 	fs.Bool(&c.Console, "console", false, "serve the web console at /console/ (behind the same authentication as the API; open it with ?access_token=KEY)")
 	fs.Bool(&c.AllowUnauthenticated, "allow-unauthenticated", false, "allow development mode (no authentication) on a non-loopback listener; never in production")
