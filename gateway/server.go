@@ -11,7 +11,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -63,6 +62,13 @@ type Config struct {
 	// Registry receives the gateway's metrics and is served on /metrics.
 	// Nil means a fresh registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// MetricsCacheTTL is how long a /metrics rendering is served again
+	// (scrapeCache). Zero means DefaultMetricsCacheTTL (1s); negative
+	// renders every scrape.
+	MetricsCacheTTL time.Duration
+	// MaxMetricsScrapes bounds the /metrics scrapes served at once; past
+	// it 503. Zero means DefaultMaxMetricsScrapes (32).
+	MaxMetricsScrapes int
 }
 
 // Deps are the Kafka-facing parts a Server uses.
@@ -147,7 +153,7 @@ func (s *Server) routes() chi.Router {
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, "/metrics", newScrapeCache(s.cfg.Registry, s.cfg.MetricsCacheTTL, s.cfg.MaxMetricsScrapes))
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
