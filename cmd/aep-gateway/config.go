@@ -130,7 +130,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.String(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT claim that names the tenant")
 	fs.String(&c.JWTIssuer, "jwt-issuer", "", "required JWT iss, when set")
 	fs.String(&c.JWTAudience, "jwt-audience", "", "required JWT aud, when set")
-	fs.Duration(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on JWT exp and nbf")
+	fs.Duration(&c.JWTLeeway, "jwt-leeway", 30*time.Second, "clock skew tolerated on JWT exp, nbf and iat (exp may lie at most 366 days ahead)")
 	fs.String(&c.JWTJWKSURL, "jwt-jwks-url", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in the JWKS at this URL (https; plain http only on a trusted network); refreshed every --jwt-jwks-refresh and, rate-limited, on an unknown kid")
 	fs.String(&c.JWTJWKSFile, "jwt-jwks-file", "", "accept RS256/ES256 JWT bearer tokens verified with the key named by their kid in this JWKS file; reloaded when it changes and on SIGHUP")
 	fs.Duration(&c.JWTJWKSRefresh, "jwt-jwks-refresh", 5*time.Minute, "how often --jwt-jwks-url is fetched again")
