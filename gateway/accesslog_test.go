@@ -290,7 +290,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			a := newAccessLogger(zerolog.New(io.Discard), c.sampleN)
 			r := chi.NewRouter()
 			r.Use(a.middleware)
-			r.With(authenticate(Authenticator{}, unauthorizedD)).Post("/aep/events", func(w http.ResponseWriter, _ *http.Request) {
+			r.With(authenticate(Authenticator{}, aep.DialectD)).Post("/aep/events", func(w http.ResponseWriter, _ *http.Request) {
 				w.WriteHeader(http.StatusAccepted)
 				_, _ = w.Write([]byte(`{"accepted":1}`))
 			})

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -124,12 +125,14 @@ func TenantFrom(ctx context.Context) string {
 // access_token query parameter that EventSource clients use (AEP-0003 §8.1),
 // on the streaming GET routes only (queryTokenAllowed).
 // The query form is never logged: the access log strips the query string.
+// The scheme is case-insensitive (RFC 7235 §2.1).
 func bearerToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(tok)
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return ""
 		}
-		return ""
+		return strings.TrimSpace(tok)
 	}
 	if !queryTokenAllowed(r) {
 		return ""
@@ -168,24 +171,47 @@ func (a Authenticator) Tenant(tok string) (string, bool) {
 }
 
 // authenticate resolves the tenant of each request through auth.
-// Unauthenticated requests get 401 in the dialect of the route.
-func authenticate(auth Authenticator, unauthorized func(w http.ResponseWriter, r *http.Request)) func(http.Handler) http.Handler {
+// Unauthenticated requests get 401 in dialect d (the route's); a request
+// with more than one Authorization header gets 400, whichever is valid, as
+// the first no longer silently wins.
+func authenticate(auth Authenticator, d aep.Dialect) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if len(r.Header.Values("Authorization")) > 1 {
+				refuseCredential(w, d, http.StatusBadRequest, "more than one Authorization header: send exactly one")
+				return
+			}
 			name, ok := auth.Tenant(bearerToken(r))
 			if !ok {
-				unauthorized(w, r)
+				unauthorized(w, d)
 				return
 			}
 			// The one validation of the tenant name: everything below takes
 			// the Tenant as it is.
 			t, err := tenant.Parse(name)
 			if err != nil {
-				unauthorized(w, r)
+				unauthorized(w, d)
 				return
 			}
 			noteTenant(r.Context(), name) // for the access log, which runs outside
 			next.ServeHTTP(w, r.WithContext(tenant.NewContext(r.Context(), t)))
 		})
 	}
+}
+
+// unauthorized answers a request without a valid credential: 401 in
+// dialect d, with the challenge.
+func unauthorized(w http.ResponseWriter, d aep.Dialect) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
+	refuseCredential(w, d, http.StatusUnauthorized, "a valid bearer token is required")
+}
+
+// refuseCredential answers a credential problem with status, in dialect
+// d's error shape and its unauthorized code.
+func refuseCredential(w http.ResponseWriter, d aep.Dialect, status int, msg string) {
+	if d == aep.DialectD {
+		writeD(w, status, aep.CodeDUnauthorized, msg, false)
+		return
+	}
+	writeR(w, status, aep.CodeRUnauthorized, msg)
 }

@@ -97,7 +97,7 @@ func parseJWKSKeys(raw []byte) (map[string]jwk, error) {
 
 // LoadJWKSFile reads a JWKS file.
 func LoadJWKSFile(path string) (*JWKS, error) {
-	raw, err := readFileLimited(path, maxJWKSBytes)
+	raw, err := ReadFileLimited(path, maxJWKSBytes)
 	if err != nil {
 		return nil, fmt.Errorf("jwks file: %w", err)
 	}
@@ -248,7 +248,8 @@ func (v *JWTVerifier) verifyJWKS(alg, kid, signed string, sig []byte) error {
 	return (&JWTVerifier{rsaKey: k.rsa, ecKey: k.ec}).verify(alg, "", signed, sig)
 }
 
-func readFileLimited(path string, max int64) ([]byte, error) {
+// ReadFileLimited reads a file of at most max bytes (credentials files).
+func ReadFileLimited(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -78,6 +78,11 @@ func NewJWTVerifierPEM(pemBytes []byte) (*JWTVerifier, error) {
 
 var errJWT = errors.New("invalid token")
 
+// MaxJWTLifetime is how far in the future a token's exp may lie: a token
+// that would stay valid longer is refused, so no token outlives a year of
+// revocations (exp 9.2e18 used to be "never").
+const MaxJWTLifetime = 366 * 24 * time.Hour
+
 // looksLikeJWT reports whether a bearer token has the JWS compact shape.
 func looksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
@@ -164,6 +169,15 @@ func (v *JWTVerifier) verify(alg, kid, signed string, sig []byte) error {
 	return nil
 }
 
+// maxJWTTime bounds the NumericDate claims (exp, nbf, iat): the last
+// second of year 9999. Below 0 or above it a claim is refused as out of
+// range, rather than wrapping in a conversion.
+const maxJWTTime = 253402300799
+
+// checkClaims checks the time claims: exp is required and lies between
+// now (minus Leeway) and MaxJWTLifetime ahead; nbf, when present, is
+// passed; iat, when present, is not in the future (beyond Leeway). Every
+// one of them is a number in [0, maxJWTTime].
 func (v *JWTVerifier) checkClaims(c map[string]any) error {
 	now := v.now()
 	num := func(k string) (time.Time, bool, error) {
@@ -174,6 +188,9 @@ func (v *JWTVerifier) checkClaims(c map[string]any) error {
 		f, ok := raw.(float64)
 		if !ok {
 			return time.Time{}, false, fmt.Errorf("%w: %s is not a number", errJWT, k)
+		}
+		if !(f >= 0 && f <= maxJWTTime) {
+			return time.Time{}, false, fmt.Errorf("%w: %s is out of range", errJWT, k)
 		}
 		return time.Unix(int64(f), 0), true, nil
 	}
@@ -187,10 +204,18 @@ func (v *JWTVerifier) checkClaims(c map[string]any) error {
 	if now.After(exp.Add(v.Leeway)) {
 		return fmt.Errorf("%w: expired", errJWT)
 	}
+	if exp.After(now.Add(MaxJWTLifetime + v.Leeway)) {
+		return fmt.Errorf("%w: exp is more than %s ahead", errJWT, MaxJWTLifetime)
+	}
 	if nbf, ok, err := num("nbf"); err != nil {
 		return err
 	} else if ok && now.Add(v.Leeway).Before(nbf) {
 		return fmt.Errorf("%w: not valid yet", errJWT)
+	}
+	if iat, ok, err := num("iat"); err != nil {
+		return err
+	} else if ok && now.Add(v.Leeway).Before(iat) {
+		return fmt.Errorf("%w: issued in the future", errJWT)
 	}
 	if v.Issuer != "" && c["iss"] != v.Issuer {
 		return fmt.Errorf("%w: issuer", errJWT)

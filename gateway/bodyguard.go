@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -87,26 +88,55 @@ func (s *Server) bodyGuard(d aep.Dialect) func(http.Handler) http.Handler {
 	}
 }
 
-// readDeadline bounds the arrival of the body of a mounted route's request
-// (subscription creation, ack batches) by Config.ReadTimeout, as bodyGuard
-// does for ingest; the handler sees a read error past it. GET and HEAD
-// requests (streams, WebSocket upgrades) and bodiless requests are left
-// alone.
-func (s *Server) readDeadline(next http.Handler) http.Handler {
-	if s.cfg.ReadTimeout <= 0 {
-		return next
-	}
+// bodyDeadline bounds the arrival of every request body by
+// Config.ReadTimeout, whatever the route and whether or not the request is
+// authenticated (headers are the http.Server's ReadHeaderTimeout): the
+// handler sees a read error past it (ingest answers 408, bodyGuard). And
+// when the handler returns without having read its body to the end (a
+// refusal: no credential, an unknown route, a method the route does not
+// take, an early error), it stops net/http from draining the rest before
+// and after the response: the response is written and the connection
+// closed, so a client that declares a body and stalls holds no connection.
+// Bytes that have already arrived are still drained, so a prompt client
+// keeps its connection. Runs outermost, so the 404 and 405 answers are
+// covered too.
+func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Body == nil || r.Body == http.NoBody {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		g := &guardedBody{ReadCloser: r.Body, rc: http.NewResponseController(w)}
-		defer g.releaseAll()
-		g.deadline = g.rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout)) == nil
-		r.Body = g
+		b := &eofBody{ReadCloser: r.Body}
+		rc := http.NewResponseController(w)
+		if s.cfg.ReadTimeout > 0 && rc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout)) == nil {
+			b.rc = rc
+		}
+		r.Body = b
 		next.ServeHTTP(w, r)
+		if !b.eof.Load() {
+			// Fails on a hijacked connection, whose reads are its owner's.
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
+}
+
+// eofBody records whether a request body was read to its end, and lifts
+// the read deadline then (rc non-nil), so that a slow Kafka write after
+// the body does not trip it.
+type eofBody struct {
+	io.ReadCloser
+	rc  *http.ResponseController
+	eof atomic.Bool
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && b.eof.CompareAndSwap(false, true) {
+		if b.rc != nil {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
 }
 
 // refuseBody answers a request whose body read failed because of a guard

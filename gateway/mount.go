@@ -13,24 +13,17 @@ import (
 // Mount serves h for every method at pattern (chi syntax), behind the same
 // authentication, metrics, access log and panic recovery as the built-in
 // routes; unauthenticated requests get dialect d's 401, and request bodies
-// must arrive within Config.ReadTimeout (readDeadline). Bindings built on
+// must arrive within Config.ReadTimeout (bodyDeadline). Bindings built on
 // the gateway (streaming, subscriptions) are mounted this way by the binary,
 // so package gateway never imports them. Call Mount before serving.
 func (s *Server) Mount(d aep.Dialect, pattern string, h http.Handler) {
-	s.router.With(authenticate(s.auth(), unauthorizedFor(d)), s.readDeadline).Handle(pattern, h)
+	s.router.With(authenticate(s.auth(), d)).Handle(pattern, h)
 }
 
 // MountMethod is Mount for one method, for a pattern that other methods of
 // the gateway already serve (GET /aep/events beside POST /aep/events).
 func (s *Server) MountMethod(d aep.Dialect, method, pattern string, h http.Handler) {
-	s.router.With(authenticate(s.auth(), unauthorizedFor(d)), s.readDeadline).Method(method, pattern, h)
-}
-
-func unauthorizedFor(d aep.Dialect) func(http.ResponseWriter, *http.Request) {
-	if d == aep.DialectD {
-		return unauthorizedD
-	}
-	return unauthorizedR
+	s.router.With(authenticate(s.auth(), d)).Method(method, pattern, h)
 }
 
 // IngestResult is the outcome of one event given to Ingest.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -62,6 +62,13 @@ type Config struct {
 	// Registry receives the gateway's metrics and is served on /metrics.
 	// Nil means a fresh registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// MetricsCacheTTL is how long a /metrics rendering is served again
+	// (scrapeCache). Zero means DefaultMetricsCacheTTL (1s); negative
+	// renders every scrape.
+	MetricsCacheTTL time.Duration
+	// MaxMetricsScrapes bounds the /metrics scrapes served at once; past
+	// it 503. Zero means DefaultMaxMetricsScrapes (32).
+	MaxMetricsScrapes int
 }
 
 // Deps are the Kafka-facing parts a Server uses.
@@ -141,27 +148,47 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.access.middleware, s.recoverer, s.metrics.instrument, s.devHostGuard, s.cors)
+	r.Use(s.bodyDeadline, s.access.middleware, s.recoverer, s.metrics.instrument, s.devHostGuard, s.cors)
 
+	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/healthz", handleHealthz)
 	r.Get("/readyz", s.ready.handle)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, "/metrics", newScrapeCache(s.cfg.Registry, s.cfg.MetricsCacheTTL, s.cfg.MaxMetricsScrapes))
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), unauthorizedR), s.bodyGuard(aep.DialectR), traceIngest("POST /events")).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), unauthorizedD), s.bodyGuard(aep.DialectD), traceIngest("POST /aep/events")).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("POST /events")).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("POST /aep/events")).Post("/aep/events", s.handleIngestD)
 	return r
 }
 
-func unauthorizedR(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
-	writeR(w, http.StatusUnauthorized, aep.CodeRUnauthorized, "a valid bearer token is required")
-}
+// publicPaths are the routes that take no credential: a method they do
+// not take gets 405 at once. On every other route 405 comes only after
+// authentication (401 first), so an unauthenticated client learns nothing
+// about the routes from the methods they take.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/.well-known/aep": true}
 
-func unauthorizedD(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="aep-gateway"`)
-	writeD(w, http.StatusUnauthorized, aep.CodeDUnauthorized, "a valid bearer token is required", false)
+// methodNotAllowed answers a method the route does not take: 405 with
+// Allow, after authentication in the route's dialect (dialect D under
+// /aep, R elsewhere) unless the route is public.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if s.router.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				w.Header().Add("Allow", m)
+			}
+		}
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	})
+	if publicPaths[r.URL.Path] {
+		answer(w, r)
+		return
+	}
+	d := aep.DialectR
+	if r.URL.Path == "/aep" || strings.HasPrefix(r.URL.Path, "/aep/") {
+		d = aep.DialectD
+	}
+	authenticate(s.auth(), d)(answer).ServeHTTP(w, r)
 }
 
 func (s *Server) auth() Authenticator { return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT} }

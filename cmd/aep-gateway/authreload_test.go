@@ -16,6 +16,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/gateway"
@@ -59,7 +61,7 @@ func TestAPIKeyFileReloadedOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := gateway.Authenticator{Keys: keys, JWT: jwt}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard))
+	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
 	defer r.Close()
 
 	writeAged(t, path, keyLine("acme", "new")+keyLine("globex", "g"), time.Minute)
@@ -83,7 +85,7 @@ func TestSIGHUPReloadsAPIKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard))
+	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
 	defer r.Close()
 	writeAged(t, path, keyLine("acme", "new"), time.Hour) // same mtime: only a forced reload sees it
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -106,7 +108,7 @@ func TestJWKSFileReloadedOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard))
+	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
 	defer r.Close()
 	tok := func(kid string, k *ecdsa.PrivateKey) string {
 		b64 := func(v any) string { raw, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(raw) }
@@ -126,4 +128,107 @@ func TestJWKSFileReloadedOnChange(t *testing.T) {
 	if _, err := jwt.Tenant(tok("k1", k1)); err == nil {
 		t.Fatal("k1 accepted after it left the file")
 	}
+}
+
+// A key rotated in place at the same length, with the modification time
+// put back (cp -p, rsync -t), is seen by its content: the old key is
+// refused within the reload interval (issue 31: it stayed valid until
+// SIGHUP).
+func TestAPIKeyRotatedInPlaceSameSizeSameMtime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	writeAged(t, path, keyLine("acme", "old-key-1"), time.Hour)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{APIKeys: path, AuthReloadInterval: 50 * time.Millisecond}
+	keys, jwt, err := loadAuth(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
+	defer r.Close()
+	if _, ok := keys.Tenant("old-key-1"); !ok {
+		t.Fatal("old key refused before the rotation")
+	}
+	writeAged(t, path, keyLine("acme", "new-key-1"), 0)
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if st2, _ := os.Stat(path); !st2.ModTime().Equal(st.ModTime()) || st2.Size() != st.Size() {
+		t.Fatal("the rotated file differs in size or mtime: the test proves nothing")
+	}
+	start := time.Now()
+	waitUntil(t, "old key refused after an in-place rotation", func() bool { _, ok := keys.Tenant("old-key-1"); return !ok })
+	t.Logf("old key refused %s after the rotation (reload interval %s)", time.Since(start).Round(time.Millisecond), cfg.AuthReloadInterval)
+	if _, ok := keys.Tenant("new-key-1"); !ok {
+		t.Fatal("new key refused after the rotation")
+	}
+}
+
+// A key file rewritten in two steps never takes effect half-written: a
+// first step that does not parse keeps the keys in use (counted as a
+// failed reload), and one that parses but is followed by the second step
+// within the settle time never replaces them either, so no tenant is
+// locked out in between (issue 31: a tenant was locked out for 4.5 s).
+func TestKeyFileWrittenInTwoStepsNeverLocksOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	full := keyLine("acme", "a") + keyLine("globex", "g")
+	writeAged(t, path, full, time.Hour)
+	cfg := config{APIKeys: path} // no ticker: the test drives check itself
+	keys, jwt, err := loadAuth(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), reg)
+	defer r.Close()
+	bothValid := func(step string) {
+		t.Helper()
+		if _, ok := keys.Tenant("a"); !ok {
+			t.Fatalf("%s: acme locked out", step)
+		}
+		if _, ok := keys.Tenant("g"); !ok {
+			t.Fatalf("%s: globex locked out", step)
+		}
+	}
+	next := keyLine("acme", "a") + keyLine("globex", "g") + keyLine("initech", "i")
+	// Step 1 cut mid-line, left so for longer than the settle time: does
+	// not parse.
+	writeAged(t, path, next[:len(keyLine("acme", "a"))+10], time.Minute)
+	waitUntil(t, "the cut file is tried", func() bool {
+		r.check(false)
+		return counterValue(t, r.reloads.WithLabelValues("--api-keys", "failed")) > 0
+	})
+	r.check(false)
+	bothValid("a file cut mid-line")
+	if got := counterValue(t, r.reloads.WithLabelValues("--api-keys", "failed")); got != 1 {
+		t.Fatalf("failed reloads counted: %v, want 1 (once per content)", got)
+	}
+	// Step 1 cut at a line end: parses, without globex.
+	writeAged(t, path, keyLine("acme", "a"), 50*time.Second)
+	r.check(false)
+	bothValid("a file cut at a line end")
+	// Step 2: the whole file, which takes effect once it stays the same.
+	writeAged(t, path, next, 40*time.Second)
+	r.check(false)
+	bothValid("the whole file, just written")
+	waitUntil(t, "the whole file takes effect", func() bool {
+		r.check(false)
+		_, ok := keys.Tenant("i")
+		return ok
+	})
+	bothValid("the whole file")
+	if got := counterValue(t, r.reloads.WithLabelValues("--api-keys", "reloaded")); got != 1 {
+		t.Fatalf("reloads counted: %v, want 1", got)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }

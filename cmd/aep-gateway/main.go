@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	reloader := startAuthReloader(cfg, keys, jwt, log)
+	reloader := startAuthReloader(cfg, keys, jwt, log, reg)
 	lc.adds("auth reloader", reloader.Close)
 	if keys != nil {
 		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")

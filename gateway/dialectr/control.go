@@ -283,6 +283,10 @@ func (c *wsConn) roster(f *inFrame) {
 		c.refuse(id, &reqError{Code: aep.CodeRLimitExceeded, Detail: fmt.Sprintf("%d live claims; a roster lists at most %d", len(claims), MaxRosterEntries)})
 		return
 	}
+	if n := rosterBytes(claims); n > maxRosterBytes {
+		c.refuse(id, &reqError{Code: aep.CodeRLimitExceeded, Detail: fmt.Sprintf("the roster of %d live claims would take about %d bytes; a roster is at most %d", len(claims), n, maxRosterBytes)})
+		return
+	}
 	rf := rosterFrame{Type: "roster", ID: id, Entries: make([]rosterEntry, 0, len(claims))}
 	for _, cl := range claims {
 		rf.Entries = append(rf.Entries, cl.rec.rosterEntry)
@@ -297,6 +301,10 @@ func (c *wsConn) claimSession(session string) {
 		return
 	}
 	if _, ok := c.claimed[session]; ok || len(c.claimed) >= MaxClaimsPerConn {
+		return
+	}
+	if len(session) > MaxSessionClaimBytes {
+		c.log.Debug().Int("bytes", len(session)).Msg("dialectr: session id too long to claim; the event was written")
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, presenceStartWait)

@@ -40,6 +40,10 @@ const (
 	MaxClaimsPerConn = 64
 	// MaxRosterEntries bounds a roster reply.
 	MaxRosterEntries = 4096
+	// MaxIdentityBytes bounds hello.identity.agent and .instance each.
+	MaxIdentityBytes = 256
+	// MaxSessionClaimBytes bounds the session id of a claim.
+	MaxSessionClaimBytes = 256
 	// maxDeclBytes bounds a declared control or emits block relayed in
 	// the roster.
 	maxDeclBytes = 4 << 10
@@ -53,6 +57,27 @@ const (
 	// target connection's outbound queue.
 	commandSendWait = 2 * time.Second
 )
+
+// maxRosterBytes bounds a roster reply (a var for tests).
+var maxRosterBytes = 4 << 20
+
+// maxClaimRecordBytes bounds a presence record taken from the presence
+// topic: a claim within the bounds above is well under it.
+const maxClaimRecordBytes = 16 << 10
+
+// rosterEntryOverhead is about what an entry's JSON adds to its strings.
+const rosterEntryOverhead = 64
+
+// rosterBytes is about the size of a roster reply listing claims, counted
+// before it is built.
+func rosterBytes(claims []*claim) int {
+	n := 0
+	for _, cl := range claims {
+		e := &cl.rec.rosterEntry
+		n += rosterEntryOverhead + len(e.Session) + len(e.Agent) + len(e.Instance) + len(e.Control) + len(e.Emits)
+	}
+	return n
+}
 
 // claimRecord is the value of a presence record: one live claim.
 type claimRecord struct {
@@ -301,8 +326,12 @@ func (p *presence) apply(r *kgo.Record) {
 		delete(p.remote, key)
 		return
 	}
+	if len(r.Value) > maxClaimRecordBytes {
+		return // not written by a node that keeps the bounds
+	}
 	var rec claimRecord
-	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.Session == "" {
+	if err := json.Unmarshal(r.Value, &rec); err != nil || rec.Session == "" || len(rec.Session) > MaxSessionClaimBytes ||
+		len(rec.Agent) > MaxIdentityBytes || len(rec.Instance) > MaxIdentityBytes {
 		return
 	}
 	if rec.Node == p.rl.nodeID {

@@ -3,6 +3,7 @@ package dialectr
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -95,6 +96,13 @@ func (c *wsConn) hello(f *inFrame) bool {
 	}
 	if f.Role != roleConsumer && (f.Identity == nil || f.Identity.Agent == "") {
 		return c.refuseHello(aep.CodeRHelloRequired, "hello.identity.agent is required for emitters (AEP-0003 §4 rule 3)", nil)
+	}
+	if f.Identity != nil {
+		for _, fld := range []struct{ name, v string }{{"agent", f.Identity.Agent}, {"instance", f.Identity.Instance}} {
+			if len(fld.v) > MaxIdentityBytes {
+				return c.refuseHello(aep.CodeRLimitExceeded, fmt.Sprintf("hello.identity.%s is %d bytes; at most %d", fld.name, len(fld.v), MaxIdentityBytes), nil)
+			}
+		}
 	}
 	c.helloDone, c.role = true, f.Role
 	if f.Identity != nil {
