@@ -452,23 +452,38 @@ func (r *faultRun) moveOn(ctx context.Context, why string, keep bool) {
 }
 
 // done says whether the case reached its end: every event acknowledged, or in the dead-letter run every
-// other event acknowledged and the never-acked session's events all dead-lettered.
+// other event acknowledged and the never-acked session's events all dead-lettered; or, in either run,
+// every event acknowledged or dead-lettered, when nothing more can come (the checks then report it).
 func (r *faultRun) done() bool {
 	r.ackMu.Lock()
 	acked := len(r.acked)
 	r.ackMu.Unlock()
-	if r.c.neverAck < 0 {
-		return acked == r.n
+	if r.c.neverAck < 0 && acked == r.n {
+		return true
 	}
-	want := r.n - r.n/faultSessions
+	dl, err := r.fc.deadLetters(r.ctx, r.subID)
+	if err != nil {
+		return false
+	}
+	r.ackMu.Lock()
+	settled := len(r.acked)
+	for id := range dl {
+		if !r.acked[id] {
+			settled++
+		}
+	}
+	r.ackMu.Unlock()
+	if settled >= r.n {
+		return true
+	}
+	if r.c.neverAck < 0 {
+		return false
+	}
+	want := r.n - r.n/faultSessions // the events of the other sessions
 	if r.n%faultSessions > r.c.neverAck {
 		want--
 	}
-	if acked < want {
-		return false
-	}
-	dl, err := r.fc.deadLetters(r.ctx, r.subID)
-	return err == nil && len(dl) >= r.n-want
+	return acked >= want && len(dl) >= r.n-want
 }
 
 // loop is the consumer: it processes messages, runs the watchdog, and injects the case's faults.
@@ -494,9 +509,7 @@ func (r *faultRun) loop() {
 				r.contAt = time.Time{}
 			}
 			if time.Since(r.cur.active) > r.c.watchdog {
-				if r.faultAt.IsZero() {
-					r.faultAt = time.Now()
-				}
+				// not a fault of its own: a takeover is timed from the fault before it, if any
 				// the frozen node's connection is kept and read: it must stay silent
 				r.moveOn(connCtx, fmt.Sprintf("watchdog after %v", r.c.watchdog), r.cur.node == r.stoppedG)
 			}
