@@ -346,6 +346,11 @@ func (r *faultRun) fail(format string, args ...any) {
 func (fc *faultCluster) run(t *testing.T, c faultCase, n int) {
 	fc.ensure(t)
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("AEP_FAULT_SEED"); v != "" { // replay a logged case
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("AEP_FAULT_SEED=%q: %v", v, err)
+		}
+	}
 	deadline := 120*time.Second + time.Duration(n)*15*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -666,6 +671,7 @@ func (r *faultRun) inject(ctx context.Context) {
 		r.t.Logf("case %s: SIGSTOP node %d (serving connection %d) after %d distinct events, for %v", r.c.name, r.fc.index(g), r.cur.k, got, r.c.stop)
 	case r.c.broker && r.brokerDone == nil && got >= r.n/3:
 		r.brokerDone = make(chan error, 1)
+		r.faultAt = time.Now()
 		r.t.Logf("case %s: SIGKILL of the broker after %d distinct events", r.c.name, got)
 		go func() {
 			began := time.Now()
