@@ -128,10 +128,44 @@ func newFaultCluster(t *testing.T, b *Broker) *faultCluster {
 	fc := &faultCluster{b: b, prefix: strings.ReplaceAll(TopicName(t), "_", "-"), stopped: map[*gatewayProc]bool{}}
 	fc.args = []string{"--kafka-brokers", strings.Join(b.Seeds, ","),
 		"--topic-template", fc.prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"}
+	if b.Kind != KindEmbedded { // registered first, so it runs after the gateways are gone
+		t.Cleanup(func() { fc.deleteTopics(t) })
+	}
 	for range 3 {
 		fc.nodes = append(fc.nodes, startGateway(t, fc.args...))
 	}
 	return fc
+}
+
+// deleteTopics deletes the topics the gateways created under the cluster's prefix (events, journal,
+// dead letters, definitions, index): on a shared broker the suite leaves nothing behind.
+func (fc *faultCluster) deleteTopics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fc.b.Seeds...))
+	if err != nil {
+		t.Logf("integration: delete topics: %v", err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tds, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Logf("integration: delete topics: %v", err)
+		return
+	}
+	var mine []string
+	for _, name := range tds.Names() {
+		if strings.HasPrefix(name, fc.prefix+".") {
+			mine = append(mine, name)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	if _, err := adm.DeleteTopics(ctx, mine...); err != nil {
+		t.Logf("integration: delete topics %v: %v", mine, err)
+	}
 }
 
 func exited(g *gatewayProc) bool {
