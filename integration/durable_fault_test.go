@@ -810,20 +810,27 @@ type subView struct {
 // finalView reads the subscription's view on the node of the current connection (which holds the
 // stream, so the view carries its counters) and the redelivery counters of the running nodes.
 func (r *faultRun) finalView() subView {
-	v := subView{node: r.fc.index(r.cur.node)}
-	if !exited(r.cur.node) && r.cur.node != r.stoppedG {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.cur.node.URL+"/aep/subscriptions/"+r.subID, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = json.NewDecoder(resp.Body).Decode(&v)
-			resp.Body.Close()
-		}
-	}
 	if r.stoppedG != nil && !r.contAt.IsZero() {
 		_ = r.stoppedG.cmd.Process.Signal(syscall.SIGCONT)
 		r.fc.setStopped(r.stoppedG, false)
 		r.contAt = time.Time{}
+	}
+	// the serving node first: its view carries the stream's counters; any node has max_ack_pending
+	nodes := r.fc.alive(r.cur.node)
+	if !exited(r.cur.node) {
+		nodes = append([]*gatewayProc{r.cur.node}, nodes...)
+	}
+	var v subView
+	var errs []string
+	for _, g := range nodes {
+		var err error
+		if v, err = r.fc.view(g, r.subID); err == nil {
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if len(errs) == len(nodes) {
+		r.fail("no node answered the subscription's view: %v", errs)
 	}
 	for g, now := range r.fc.redeliveryCounters(r.t) {
 		if base, ok := r.counters[g]; ok {
@@ -831,6 +838,27 @@ func (r *faultRun) finalView() subView {
 		}
 	}
 	return v
+}
+
+// view reads GET /aep/subscriptions/{id} on g.
+func (fc *faultCluster) view(g *gatewayProc, id string) (subView, error) {
+	v := subView{node: fc.index(g)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/aep/subscriptions/"+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return v, fmt.Errorf("view on node %d: %d %s", v.node, resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return v, fmt.Errorf("view on node %d: %w", v.node, err)
+	}
+	return v, nil
 }
 
 // check runs the case's assertions and logs its summary line.
