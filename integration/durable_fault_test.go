@@ -264,8 +264,8 @@ type faultConn struct {
 	halt   atomic.Bool        // stop reading, keep the socket open (half-open)
 	opened time.Time
 	active time.Time // the last message (comments included), for the watchdog
-	first  time.Time // the first event on it
-	last   time.Time // the last event on it
+	first  time.Time // the first delivery on it (an event, event.redelivered, event.dead_lettered)
+	last   time.Time // the last delivery on it
 	epoch  string
 	events int
 	notice *redeliveredNotice
@@ -550,7 +550,7 @@ func (r *faultRun) loop() {
 			if time.Since(r.cur.active) > r.c.watchdog {
 				// not a fault of its own: a takeover is timed from the fault before it, if any
 				// the frozen node's connection is kept and read: it must stay silent
-				r.moveOn(connCtx, fmt.Sprintf("watchdog after %v", r.c.watchdog), r.cur.node == r.stoppedG)
+				r.moveOn(connCtx, fmt.Sprintf("watchdog after %v", r.c.watchdog), r.cur.frozen)
 			}
 			if time.Since(lastDone) > 2*time.Second {
 				lastDone = time.Now()
@@ -580,16 +580,7 @@ func (r *faultRun) handle(ctx context.Context, m connMsg) {
 			if r.faultAt.IsZero() {
 				r.faultAt = m.at
 			}
-			r.abandoned++
-			others := r.fc.alive(nil)
-			if len(others) == 0 {
-				r.fail("no node left to connect to after %s", c.why)
-				return
-			}
-			if len(others) > 1 {
-				others = slices.DeleteFunc(others, func(g *gatewayProc) bool { return g == c.node })
-			}
-			r.open(ctx, others[r.rng.IntN(len(others))])
+			r.moveOn(ctx, c.why, false)
 		}
 		return
 	}
@@ -599,13 +590,18 @@ func (r *faultRun) handle(ctx context.Context, m connMsg) {
 		}
 		return // a comment or a heartbeat
 	}
-	c.last = m.at
+	delivery := false // what only the holder of the stream may send
+	switch m.sm.Event {
+	case "task.progress", "event.redelivered", "event.dead_lettered":
+		delivery = true
+		c.last = m.at
+	}
 	if c.frozen {
 		c.afterFreeze++ // read, timestamped, never processed: the consumer has given up on this node
 		return
 	}
 	c.active = m.at
-	if c.first.IsZero() {
+	if delivery && c.first.IsZero() {
 		c.first = m.at
 		if !r.faultAt.IsZero() && c.k > 0 {
 			r.takeovers = append(r.takeovers, m.at.Sub(r.faultAt))
@@ -626,6 +622,16 @@ func (r *faultRun) handle(ctx context.Context, m connMsg) {
 		r.dlNotices++
 		return
 	case "task.progress":
+	case "subscription.expired", "subscription.cancelled":
+		// the server ended this stream (e.g. a newer claim took it over while it waited): move on
+		c.why = fmt.Sprintf("ended by %s %.200s", m.sm.Event, m.sm.Data)
+		if c == r.cur {
+			if r.faultAt.IsZero() {
+				r.faultAt = m.at
+			}
+			r.moveOn(ctx, c.why, false)
+		}
+		return
 	default:
 		r.fail("connection %d: unexpected message %s: %.200s", c.k, m.sm.Event, m.sm.Data)
 		return
