@@ -271,8 +271,10 @@ type faultConn struct {
 	notice *redeliveredNotice
 	order  map[string]int // session -> highest payload.i seen on this connection
 	why    string         // why the consumer left it
-	frozen bool           // its node was SIGSTOPped: still read, its messages only timestamped
-	// messages read after the freeze (what the node had written before it, then anything after it woke)
+	// frozen: the consumer gave up on it but still reads it, its messages only timestamped (its node
+	// was SIGSTOPped, or in case g its watchdog fired during the broker's outage)
+	frozen bool
+	// messages read after the freeze (what the node had written before it, then anything after)
 	afterFreeze int
 }
 
@@ -550,6 +552,11 @@ func (r *faultRun) loop() {
 			if time.Since(r.cur.active) > r.c.watchdog {
 				// not a fault of its own: a takeover is timed from the fault before it, if any
 				// the frozen node's connection is kept and read: it must stay silent
+				if r.c.broker {
+					// around a broker restart the old holder may come back to life: its connection is
+					// kept and read, so that a delivery on it after the new one's first shows
+					r.cur.frozen = true
+				}
 				r.moveOn(connCtx, fmt.Sprintf("watchdog after %v", r.c.watchdog), r.cur.frozen)
 			}
 			if time.Since(lastDone) > 2*time.Second {
