@@ -553,6 +553,14 @@ func (s *DurableStream) Next() (DurableDelivery, bool, bool) {
 	}
 }
 
+// WriteDeadline is the end of the stream's lease: a transport bounds each
+// write of its deliveries by it, so that a write under way when the
+// holder's process stalled (SIGSTOP, a frozen VM) fails on waking instead
+// of finishing after a newer holder may have started delivering.
+func (s *DurableStream) WriteDeadline() time.Time {
+	return monoBase.Add(time.Duration(s.w.lease.Load()))
+}
+
 // Ready receives a token when Next may return a delivery or the end.
 func (s *DurableStream) Ready() <-chan struct{} { return s.q.Ready() }
 

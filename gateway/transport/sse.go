@@ -90,6 +90,53 @@ type Source[T any] interface {
 	Next() (el T, ok, ended bool)
 }
 
+// writeDeadliner is the optional capability of a Source whose elements
+// must not reach the client after some moment (a durable stream's lease):
+// each write's deadline is then the earlier of that moment and
+// WriteTimeout from now.
+type writeDeadliner interface {
+	WriteDeadline() time.Time
+}
+
+// writeDeadline is the deadline of a write that starts now.
+func writeDeadline(src any, timeout time.Duration) time.Time {
+	dl := time.Now().Add(timeout)
+	if d, ok := src.(writeDeadliner); ok {
+		if end := d.WriteDeadline(); end.Before(dl) {
+			return end
+		}
+	}
+	return dl
+}
+
+// LeasedChunk bounds one write syscall of a Source with a WriteDeadline:
+// a write is cut into pieces of at most LeasedChunk bytes and the deadline
+// is checked before each, so a process stopped in the middle of a write
+// (SIGSTOP, a frozen VM) and woken after the deadline sends at most the
+// piece that was under way, never the rest of the batch.
+const LeasedChunk = 16 << 10
+
+// writeLeased writes b through write, in pieces of at most LeasedChunk
+// bytes, checking src's WriteDeadline before each, when src has one;
+// otherwise in one write.
+func writeLeased(src any, b []byte, write func([]byte) bool) bool {
+	d, ok := src.(writeDeadliner)
+	if !ok {
+		return write(b)
+	}
+	for len(b) > 0 {
+		if !time.Now().Before(d.WriteDeadline()) {
+			return false
+		}
+		n := min(len(b), LeasedChunk)
+		if !write(b[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 // notifier is the optional capability of a Source that a parked stream
 // needs: fn called (without blocking) whenever Ready would receive a
 // token, and once at once if it already would (*queue.Queue.OnReady).
@@ -128,13 +175,14 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src 
 	// or a stream that was idle longer than WriteTimeout is cut off
 	// instead of ended.
 	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) }()
-	write := func(b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) // unsupported: no deadline
+	writeOnce := func(b []byte) bool {
+		_ = rc.SetWriteDeadline(writeDeadline(src, cfg.WriteTimeout)) // unsupported: no deadline
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
+	write := func(b []byte) bool { return writeLeased(src, b, writeOnce) }
 	buf := append(append([]byte(nil), cfg.Preamble...), ": stream open\n\n"...)
 	if !write(buf) {
 		return nil

@@ -319,12 +319,15 @@ func (p *parkedSSE[T]) drain() bool {
 	}
 }
 
-// write writes b under the write deadline.
+// write writes b under the write deadline (in pieces, for a source with
+// a WriteDeadline: writeLeased).
 func (p *parkedSSE[T]) write(b []byte) bool {
-	_ = p.conn.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
-	n, err := p.conn.Write(b)
-	p.written += int64(n)
-	return err == nil
+	return writeLeased(p.src, b, func(b []byte) bool {
+		_ = p.conn.SetWriteDeadline(writeDeadline(p.src, p.cfg.WriteTimeout))
+		n, err := p.conn.Write(b)
+		p.written += int64(n)
+		return err == nil
+	})
 }
 
 // end ends the stream once: no more wake-ups, the connection closed (the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,5 +141,44 @@ func TestServeSSELeavesWhenTheClientDoes(t *testing.T) {
 	case <-returned:
 	case <-time.After(10 * time.Second):
 		t.Fatal("ServeSSE still running after the client left")
+	}
+}
+
+// leasedSource is a queue whose elements must not reach the client after
+// until (a durable stream's lease).
+type leasedSource struct {
+	*queue.Queue[string]
+	until atomic.Int64 // unix nanoseconds
+}
+
+func (s *leasedSource) WriteDeadline() time.Time { return time.Unix(0, s.until.Load()) }
+
+// A source's WriteDeadline bounds every write: once it passed (a holder
+// that woke after its lease ran out), an element is not written and the
+// stream ends; before it, elements go as usual.
+func TestServeSSEWritesNothingPastTheSourceDeadline(t *testing.T) {
+	for _, lapsed := range []bool{false, true} {
+		src := &leasedSource{Queue: queue.New[string](8)}
+		src.until.Store(time.Now().Add(time.Hour).UnixNano())
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			transport.StartSSE(w)
+			_ = transport.ServeSSE(w, r, transport.SSEConfig{}, transport.Source[string](src),
+				func(b []byte, s string) ([]byte, error) { return append(b, "data: "+s+"\n\n"...), nil }, nil)
+		}))
+		resp := get(t, hs.URL)
+		br := bufio.NewReader(resp.Body)
+		if line, err := br.ReadString('\n'); err != nil || line != ": stream open\n" {
+			t.Fatalf("first line %q %v", line, err)
+		}
+		if lapsed {
+			src.until.Store(time.Now().Add(-time.Second).UnixNano())
+		}
+		src.Offer("x")
+		src.End()
+		rest, _ := io.ReadAll(br)
+		if got := strings.Contains(string(rest), "data: x"); got == lapsed {
+			t.Fatalf("lapsed %v: stream after the first line %q", lapsed, rest)
+		}
+		hs.Close()
 	}
 }
