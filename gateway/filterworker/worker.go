@@ -22,9 +22,15 @@
 //
 // Concurrency: Run owns every goroutine it starts (the registry follower,
 // the lease sweeper) and waits for them before it returns. The state below
-// is guarded by Worker.mu; the forward loop holds it for a whole poll, the
-// registry follower for one record, so a marker is produced either before
-// or after all of a poll's forwards, never between them.
+// is guarded by Worker.mu; the forward loop holds it while it evaluates a
+// whole poll, the registry follower for one record, so a marker is queued
+// either before or after all of a poll's forwards, never between them.
+// Records are queued under Worker.mu and produced in queue order with no
+// lock held (send): Produce blocks while the client's buffer is full, and
+// the buffer frees only as produce callbacks return, so the callbacks take
+// no lock and never block. Whoever queues waits until its records are
+// handed to the client, which bounds the queue to one poll's forwards plus
+// one registry record's, assignment's or sweep's records per goroutine.
 package filterworker
 
 import (
@@ -35,6 +41,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -96,20 +103,34 @@ type Worker struct {
 	re      *regexp.Regexp
 	metrics metrics
 
-	mu         sync.Mutex
-	prod       *kgo.Client                 // set by Run before any goroutine uses it
-	nparts     int32                       // partitions of the delivery topic
-	regN       int32                       // partitions of the registry topic
-	subs       map[string]*entry           // by registry key
-	tenants    map[string]*tenantSubs      // by tenant
-	leases     map[string]lease            // by node
-	owned      map[string]map[int32]int64  // source topic → partition → next offset to process
-	nextID     filtering.ID                //
-	groups     map[forward.Target][]uint64 // scratch of the forward loop
-	order      []forward.Target            // scratch of the forward loop
-	produceErr error                       // first failed forward or marker
-	ids        []filtering.ID              // scratch of the forward loop
-	attrs      aep.Attrs                   // scratch of the forward loop
+	// produceErr is the first failed forward or marker; set by the
+	// produce callbacks, which take no lock.
+	produceErr atomic.Pointer[error]
+
+	mu      sync.Mutex
+	prod    *kgo.Client                 // set by Run before any goroutine uses it
+	nparts  int32                       // partitions of the delivery topic
+	regN    int32                       // partitions of the registry topic
+	subs    map[string]*entry           // by registry key
+	tenants map[string]*tenantSubs      // by tenant
+	leases  map[string]lease            // by node
+	owned   map[string]map[int32]int64  // source topic → partition → next offset to process
+	nextID  filtering.ID                //
+	groups  map[forward.Target][]uint64 // scratch of the forward loop
+	order   []forward.Target            // scratch of the forward loop
+	ids     []filtering.ID              // scratch of the forward loop
+	attrs   aep.Attrs                   // scratch of the forward loop
+	out     outbox
+}
+
+// outbox holds the records queued under Worker.mu until one goroutine at a
+// time produces them, in order, with no lock held (Worker.send).
+type outbox struct {
+	recs     []*kgo.Record
+	queued   uint64     // records ever queued
+	sent     uint64     // records ever handed to the producer
+	sending  bool       // a goroutine is producing a taken batch
+	progress *sync.Cond // on Worker.mu: sent moved or sending ended
 }
 
 type entry struct {
@@ -171,6 +192,7 @@ func New(cfg Config) (*Worker, error) {
 			subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_filterworker_subscriptions", Help: "Live subscriptions registered."}),
 		},
 	}
+	w.out.progress = sync.NewCond(&w.mu)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(w.metrics.read, w.metrics.forwarded, w.metrics.markers, w.metrics.subscriptions)
 	}
@@ -234,7 +256,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.loadRegistry(ctx, reg, regParts); err != nil {
 		return err
 	}
-	w.sweep(time.Now())
+	w.sweep(ctx, time.Now())
 
 	src, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
 		kgo.ConsumeRegex(), kgo.ConsumeTopics(w.re.String()), kgo.ConsumerGroup(w.cfg.Group),
@@ -289,16 +311,17 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		})
 		w.mu.Lock()
 		fs.EachRecord(w.forwardLocked)
+		w.sendLocked(ctx)
 		w.mu.Unlock()
 		w.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("filterworker: poll")
 		if err := w.prod.Flush(ctx); err != nil {
 			return nil // ctx ended: the next owner forwards again from the commit
 		}
-		w.mu.Lock()
-		err := w.produceErr
-		w.mu.Unlock()
-		if err != nil {
-			return err
+		if ctx.Err() != nil {
+			return nil // forwards failed by the cancellation are forwarded again by the next owner
+		}
+		if err := w.produceErr.Load(); err != nil {
+			return *err
 		}
 		// Every forward of the poll is acknowledged: commit, without waiting
 		// (a commit lost to a rebalance only means the next owner forwards
@@ -344,33 +367,67 @@ func (w *Worker) forwardLocked(r *kgo.Record) {
 	for _, to := range w.order {
 		hs := make([]kgo.RecordHeader, 0, len(r.Headers)+6)
 		hs = forward.AppendHeaders(append(hs, r.Headers...), to, r.Topic, r.Partition, r.Offset, r.Key, w.groups[to], false)
-		w.produceLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node),
+		w.queueLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node),
 			Value: r.Value, Headers: hs, Timestamp: r.Timestamp})
 		w.metrics.forwarded.Inc()
 		delete(w.groups, to)
 	}
 }
 
-// produceLocked produces r; a failure is kept for the forward loop, which
-// stops before committing. Must hold w.mu.
-func (w *Worker) produceLocked(r *kgo.Record) {
-	w.prod.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err == nil {
-			return
+// queueLocked queues r for the next send. Must hold w.mu.
+func (w *Worker) queueLocked(r *kgo.Record) {
+	w.out.recs = append(w.out.recs, r)
+	w.out.queued++
+}
+
+// sendLocked returns once every record queued so far is handed to the
+// producer, in queue order. It produces them itself unless another
+// goroutine is producing a batch, and never holds w.mu while it calls
+// Produce (which blocks while the producer's buffer is full). Must hold
+// w.mu; releases it meanwhile.
+func (w *Worker) sendLocked(ctx context.Context) {
+	o := &w.out
+	for target := o.queued; o.sent < target; {
+		if o.sending {
+			o.progress.Wait()
+			continue
+		}
+		batch := o.recs
+		o.recs, o.sending = nil, true
+		w.mu.Unlock()
+		for _, r := range batch {
+			w.prod.Produce(ctx, r, w.produced)
 		}
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.produceErr == nil {
-			w.produceErr = fmt.Errorf("filterworker: forward to %s[%d]: %w", r.Topic, r.Partition, err)
-		}
-	})
+		o.sent += uint64(len(batch))
+		o.sending = false
+		o.progress.Broadcast()
+	}
+}
+
+// produced is the callback of every produced record: it keeps the first
+// failure for the forward loop, which stops before committing. It takes no
+// lock: franz-go runs callbacks one at a time and frees buffer space only
+// after each returns.
+func (w *Worker) produced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	if r.Topic == w.cfg.RegistryTopic {
+		// A sweep's tombstone: every worker writes them, the next sweep
+		// again; losing one costs nothing.
+		w.cfg.Logger.Warn().Err(err).Str("key", string(r.Key)).Msg("filterworker: registry tombstone")
+		return
+	}
+	err = fmt.Errorf("filterworker: forward to %s[%d]: %w", r.Topic, r.Partition, err)
+	w.produceErr.CompareAndSwap(nil, &err)
 }
 
 // markLocked tells the node of target that the listed subscriptions are
 // evaluated from offset on in topic's partition p. Must hold w.mu.
 func (w *Worker) markLocked(to forward.Target, topic string, p int32, offset int64, ids []uint64) {
 	hs := forward.AppendHeaders(nil, to, topic, p, offset, nil, ids, true)
-	w.produceLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node), Headers: hs})
+	w.queueLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node), Headers: hs})
 	w.metrics.markers.Inc()
 }
 
@@ -412,6 +469,7 @@ func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string
 	w.cfg.Logger.Info().Interface("partitions", offs).Msg("filterworker: assigned")
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.sendLocked(ctx)
 	for topic, parts := range offs {
 		if w.owned[topic] == nil {
 			w.owned[topic] = map[int32]int64{}
@@ -478,7 +536,7 @@ func (w *Worker) loadRegistry(ctx context.Context, reg *kgo.Client, ends kadm.Li
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: registry fetch")
 		})
 		fs.EachRecord(func(r *kgo.Record) {
-			w.apply(r, false)
+			w.apply(ctx, r, false)
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
@@ -496,15 +554,21 @@ func (w *Worker) followRegistry(ctx context.Context, reg *kgo.Client) {
 		fs.EachError(func(topic string, p int32, err error) {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: registry fetch")
 		})
-		fs.EachRecord(func(r *kgo.Record) { w.apply(r, true) })
+		fs.EachRecord(func(r *kgo.Record) { w.apply(ctx, r, true) })
 	}
 }
 
 // apply applies one registry record; mark answers a new subscription with
 // markers (not while loading: the assignments send them).
-func (w *Worker) apply(r *kgo.Record, mark bool) {
+func (w *Worker) apply(ctx context.Context, r *kgo.Record, mark bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.applyLocked(r, mark)
+	w.sendLocked(ctx)
+}
+
+// applyLocked applies r and queues its markers. Must hold w.mu.
+func (w *Worker) applyLocked(r *kgo.Record, mark bool) {
 	if node, ok := forward.IsLeaseKey(r.Key); ok {
 		if r.Value == nil {
 			delete(w.leases, node)
@@ -589,7 +653,7 @@ func (w *Worker) sweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			w.sweep(now)
+			w.sweep(ctx, now)
 		}
 	}
 }
@@ -597,14 +661,15 @@ func (w *Worker) sweeper(ctx context.Context) {
 // sweep drops the subscriptions of nodes whose lease expired, was
 // tombstoned or names another incarnation, and tombstones them in the
 // registry (every worker does; the tombstones are idempotent).
-func (w *Worker) sweep(now time.Time) {
+func (w *Worker) sweep(ctx context.Context, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.sendLocked(ctx)
 	keys := w.dropLocked(func(e *entry) bool {
 		l, ok := w.leases[e.sub.Node]
 		return !ok || l.inc != e.sub.Incarnation || now.After(l.expires)
 	})
 	for _, k := range keys {
-		w.prod.Produce(context.Background(), &kgo.Record{Topic: w.cfg.RegistryTopic, Partition: partitioning.Partition([]byte(k), w.regN), Key: []byte(k)}, nil)
+		w.queueLocked(&kgo.Record{Topic: w.cfg.RegistryTopic, Partition: partitioning.Partition([]byte(k), w.regN), Key: []byte(k)})
 	}
 }

@@ -1,0 +1,140 @@
+package filterworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/forward"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+const testTenant = "acme"
+
+// env is a kfake cluster with the workers-mode topics and one tenant
+// events topic of one partition, and a plain producer.
+type env struct {
+	t       *testing.T
+	cluster *kfake.Cluster
+	prod    *kgo.Client
+	topic   string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	topic := partitioning.Naming{}.Events(testTenant)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic, forward.DefaultRegistryTopic),
+		kfake.SeedTopics(4, forward.DefaultDeliveryTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return &env{t: t, cluster: c, prod: prod, topic: topic}
+}
+
+func (e *env) produce(rs ...*kgo.Record) {
+	e.t.Helper()
+	if err := e.prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// register writes a lease of node (incarnation inc) and a subscription of
+// the tenant to session into the registry.
+func (e *env) register(node, inc string, id uint64, session string) {
+	e.t.Helper()
+	lease, _ := json.Marshal(forward.Lease{Node: node, Incarnation: inc, TTLMillis: time.Hour.Milliseconds()})
+	f, err := filtering.ParseD([]byte(fmt.Sprintf(`{"session_id":%q,"types":["*"]}`, session)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sub, _ := json.Marshal(forward.NewSub(node, inc, id, testTenant, f))
+	e.produce(&kgo.Record{Topic: forward.DefaultRegistryTopic, Key: forward.LeaseKey(node), Value: lease},
+		&kgo.Record{Topic: forward.DefaultRegistryTopic, Key: forward.SubKey(inc, id), Value: sub})
+}
+
+// event is a source record of session with a value of size bytes.
+func (e *env) event(session string, i, size int) *kgo.Record {
+	a := aep.Attrs{Dialect: aep.DialectD, ID: fmt.Sprintf("evt_%d", i), Type: "task.progress", Session: session}
+	return &kgo.Record{Topic: e.topic, Key: []byte(session), Value: []byte(strings.Repeat("x", size)),
+		Headers: partitioning.AppendHeaders(nil, &a)}
+}
+
+// start runs a worker with the extra client options until the test ends;
+// it returns the worker's metrics and the channel Run's result arrives on.
+func (e *env) start(opts ...kgo.Opt) (*prometheus.Registry, <-chan error) {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	w, err := New(Config{
+		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...),
+		Group:      "workers", MetadataMaxAge: time.Second, Logger: zerolog.New(io.Discard), Registerer: reg,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.t.Cleanup(cancel)
+	return reg, done
+}
+
+// counter reads the counter name of reg (0 when it is missing).
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// A forward that fails while the producer's buffer is full ends Run with
+// that forward's error. Before the fix the worker held w.mu across
+// Produce while the failed forward's callback waited for w.mu: franz-go
+// frees buffer space only after a callback returns, so the next Produce
+// waited for space forever and Run never returned.
+func TestFailedForwardWithFullBufferEndsRun(t *testing.T) {
+	e := newEnv(t)
+	e.register("n1", "i1", 1, "s1")
+	// One buffered record at a time, and a batch limit the first forward
+	// (a source record of 4 KiB) exceeds: it fails in the client.
+	reg, done := e.start(kgo.MaxBufferedRecords(1), kgo.ProducerBatchMaxBytes(2048))
+	gatewaytest.Poll(t, "the worker to mark the subscription", func() bool {
+		return counter(t, reg, "aep_filterworker_markers_total") >= 1
+	})
+	// One produce, one poll: the failing forward then three more.
+	e.produce(e.event("s1", 0, 4096), e.event("s1", 1, 10), e.event("s1", 2, 10), e.event("s1", 3, 10))
+	select {
+	case err := <-done:
+		if !errors.Is(err, kerr.MessageTooLarge) {
+			t.Fatalf("Run: %v, want the forward's MessageTooLarge", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20s of a failed forward: the worker is deadlocked")
+	}
+}
