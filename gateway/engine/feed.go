@@ -434,3 +434,59 @@ func (t *tail) register(s *Subscription) {
 	}
 	t.reg[s.id] = s
 }
+
+// handover is a forwarded-feed catch-up's caught-up marker sent before its
+// join. A catch-up joins the feed only once the workers have answered the
+// subscription's registration with their markers, which can take a while
+// (a worker finds a new tenant topic within its metadata age, then the
+// group rebalances) or never come (no worker runs). Meanwhile the catch-up
+// reads the topic itself; a replay it was asked for still ends at the
+// topic's end as of the catch-up's start: the caught-up marker goes out
+// there (an R stream's held replay window goes out with it), the catch-up
+// reads on, and its later join queues no second marker.
+type handover struct {
+	ends map[int32]int64 // the topic's end, listed once the markers were found missing
+	done bool            // the marker went out
+}
+
+// early sends the caught-up marker when s still awaits the workers'
+// markers and the catch-up (next) has read to the topic's end.
+func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]int64, replayed uint64, fallback bool) error {
+	if h.done || !s.t.awaitingMarks(s) {
+		return nil
+	}
+	if h.ends == nil {
+		ends, err := s.e.adm.ListEndOffsets(ctx, s.t.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("engine: end offsets of %s: %w", s.t.topic, err)
+		}
+		h.ends = map[int32]int64{}
+		ends.Each(func(lo kadm.ListedOffset) { h.ends[lo.Partition] = lo.Offset })
+	}
+	frontier := make([]cursor.PartitionOffset, 0, len(h.ends))
+	for p, end := range h.ends {
+		n, ok := next[p]
+		if !ok {
+			n = end // a partition the catch-up does not read
+		}
+		if n < end {
+			return nil // more to replay
+		}
+		frontier = append(frontier, cursor.PartitionOffset{Partition: p, Offset: n})
+	}
+	slices.SortFunc(frontier, func(a, b cursor.PartitionOffset) int { return int(a.Partition - b.Partition) })
+	// The catch-up is the only sender until it joins: room it waited for
+	// stays.
+	h.done = s.q.Offer(Delivery{Sequence: s.seq, Handover: &Handover{Fallback: fallback, Replayed: replayed, Frontier: frontier}})
+	return nil
+}
+
+// awaitingMarks reports whether s waits for workers' markers.
+func (t *tail) awaitingMarks(s *Subscription) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.feed != nil && s.marksMissing > 0
+}

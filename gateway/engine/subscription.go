@@ -266,14 +266,25 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
-	waited := s.marksReady == nil
+	// Forwarded feed: a live subscription's first catch-up waits for the
+	// workers' markers before it reads (they usually come before it would
+	// have read anything); a resume or a fallback has a replay to read and
+	// reads at once.
+	waited := s.marksReady == nil || fallback || !s.silent
+	var hand handover
 	for {
 		if err := s.waitRoom(ctx); err != nil {
 			return err
 		}
-		frontier, err := s.t.join(s, next, replayed, fallback || !s.silent, fallback)
+		marker := (fallback || !s.silent) && !hand.done
+		frontier, err := s.t.join(s, next, replayed, marker, fallback)
 		if err != nil || frontier != nil {
 			return err
+		}
+		if marker {
+			if err := hand.early(ctx, s, next, replayed, fallback); err != nil {
+				return err
+			}
 		}
 		if !waited {
 			// Forwarded feed: the workers' markers usually come before a

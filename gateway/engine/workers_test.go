@@ -334,3 +334,60 @@ func TestWorkersLeaseLostEndsForwardedSubscriptions(t *testing.T) {
 		t.Fatalf("ended with %v, want ErrRegistryLeaseLost", sub.Err())
 	}
 }
+
+// A resume (From) in workers mode replays what it asked for and ends its
+// catch-up with the caught-up marker at once, although no worker has
+// answered its registration yet (a worker that has not yet found a new
+// tenant topic, or none at all): the marker is what ends an R stream's
+// held replay window, and dialect R's live.js resume check failed on it.
+// The catch-up keeps reading the topic itself, and once a worker's markers
+// come it joins the forwarded feed without a gap or a duplicate. Before
+// the fix the catch-up first waited MarkerWait without reading, then never
+// handed over until the markers came.
+func TestWorkersResumeHandsOverWithoutMarkers(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Forward.MarkerWait = LiveWorkers, "node-r", time.Hour
+	})
+	var want []string
+	for i := range 6 {
+		k.produce(int32(i%2), "message.sent", "s", i)
+		if i >= 2 {
+			want = append(want, fmt.Sprintf("evt_s_%d", i))
+		}
+	}
+	sub, err := n.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*"),
+		From: []cursor.PartitionOffset{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	expectStream(t, sub, want, 0)
+	d, ok := recv(t, sub)
+	if !ok || !d.CaughtUp() {
+		t.Fatalf("after the replay: %+v (ended: %v), want the caught-up marker", d, !ok)
+	}
+	if d.Replayed != 4 || d.Sequence != 4 {
+		t.Fatalf("handover after %d replayed, sequence %d; want 4, 4", d.Replayed, d.Sequence)
+	}
+	if joined(sub) {
+		t.Fatal("joined a feed no worker serves")
+	}
+	// Live events still come (the catch-up reads on), then a worker
+	// answers and the subscription joins its feed without a second marker.
+	k.produce(0, "message.sent", "s", 6)
+	expectStream(t, sub, []string{"evt_s_6"}, 4)
+	k.worker("g1")
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(sub) })
+	var more []string
+	for i := 7; i < 13; i++ {
+		k.produce(0, "message.sent", "s", i) // one partition: one order to expect
+		more = append(more, fmt.Sprintf("evt_s_%d", i))
+	}
+	for i, id := range more {
+		d, ok := recv(t, sub)
+		if !ok || d.CaughtUp() || d.Event.Attrs.ID != id || d.Sequence != uint64(6+i) {
+			t.Fatalf("after joining: %+v (ended: %v), want %s sequence %d", d, !ok, id, 6+i)
+		}
+	}
+}
