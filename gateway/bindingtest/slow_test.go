@@ -83,7 +83,7 @@ func needSmallSockets(t *testing.T) {
 func testSlowConsumer(t *testing.T, b binding, lossless bool) {
 	needSmallSockets(t)
 	socks := &gatewaytest.SmallSockets{Bytes: slowSocket}
-	s := newStack(t, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
+	s := newStack(t, b.mode, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
 	const session = "sess_slow"
 	stalled := b.open(t, s, openOpts{session: session, lossless: lossless, slow: socks})
 	// Half the events with the stalled stream alone: the counter that
@@ -170,7 +170,7 @@ func testSlowConsumer(t *testing.T, b binding, lossless bool) {
 func TestBackpressure(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
 		const queue, burst = 4, 300
-		s := newStack(t, stackConfig{Queue: queue, Outbound: queue, Batch: 2})
+		s := newStack(t, b.mode, stackConfig{Queue: queue, Outbound: queue, Batch: 2})
 		const session = "sess_burst"
 		st := b.open(t, s, openOpts{session: session, lossless: true})
 		sent := publish(t, s, b.dialect, session, 0, burst, 100)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
@@ -89,7 +90,13 @@ type binding struct {
 	// refused says.
 	refuse  func(t *testing.T, s *stack, o openOpts) string
 	refused string
+	// mode is how live events reach the stack's node (set by forEach).
+	mode engine.LiveDelivery
 }
+
+// modes are the live-delivery modes every case runs in: the shared tail
+// reader, and filter workers forwarding to the node (docs/scaling.md).
+var modes = []engine.LiveDelivery{engine.LiveTail, engine.LiveWorkers}
 
 var bindings = []binding{
 	{name: "SSE-D", dialect: dialectD, open: openSSED, closing: closingSSED,
@@ -102,14 +109,25 @@ var bindings = []binding{
 		refuse: refuseWSR, refused: "error invalid-filter"},
 }
 
-// forEach runs f as a subtest per binding, in parallel: the stacks are
+// forEach runs f as a subtest per binding and live-delivery mode
+// ("SSE-D/tail", "SSE-D/workers", ...), in parallel: the stacks are
 // independent and most of a case's time is spent waiting on Kafka fetches.
 func forEach(t *testing.T, f func(t *testing.T, b binding)) {
 	t.Helper()
 	for _, b := range bindings {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, b)
+			for _, m := range modes {
+				bm := b
+				bm.mode = m
+				t.Run(string(m), func(t *testing.T) {
+					t.Parallel()
+					if bm.mode != m {
+						t.Fatalf("binding runs in mode %s, want %s", bm.mode, m)
+					}
+					f(t, bm)
+				})
+			}
 		})
 	}
 }
