@@ -87,14 +87,15 @@ func (c *ForwardConfig) fill() {
 // feed is a node's reader of its delivery partition in LiveWorkers mode:
 // it hands forwarded records and markers to the tenant tails (which have no
 // Kafka client of their own in this mode), and keeps the node's lease in the
-// registry. It owns two goroutines (run, lease), stopped and waited for by
-// stop.
+// registry. It owns three goroutines (run, leases, the registry writer's
+// run), stopped and waited for by stop.
 type feed struct {
 	e      *Engine
 	cfg    ForwardConfig
 	inc    string // this process's incarnation of the node
 	part   int32
 	cl     *kgo.Client
+	reg    *registryWriter
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -141,11 +142,13 @@ func startFeed(ctx context.Context, e *Engine) (*feed, error) {
 		return nil, fmt.Errorf("engine: delivery client: %w", err)
 	}
 	f.cl = cl
+	f.reg = newRegistryWriter(f)
 	rctx, cancel := context.WithCancel(e.ctx)
 	f.cancel = cancel
-	f.wg.Add(2)
+	f.wg.Add(3)
 	go f.run(rctx)
 	go f.leases(rctx)
+	go f.reg.run(rctx)
 	return f, nil
 }
 
@@ -222,29 +225,21 @@ func (s *Subscription) end(err error) {
 	s.stop(err)
 }
 
-// register writes s's registry entry (asynchronously: the markers that
-// answer it are what the subscription waits for).
+// register queues s's registry entry for the registry writer, which
+// retries it until it lands (asynchronously: the markers that answer it
+// are what the subscription waits for).
 func (f *feed) register(s *Subscription) {
 	v, err := json.Marshal(forward.NewSub(f.e.node, f.inc, uint64(s.id), s.t.tenant, s.filter))
 	if err != nil {
 		f.e.cfg.Logger.Error().Err(err).Msg("engine: registry entry")
 		return
 	}
-	f.produceRegistry(forward.SubKey(f.inc, uint64(s.id)), v)
+	f.reg.queue(string(forward.SubKey(f.inc, uint64(s.id))), v)
 }
 
-// unregister tombstones s's registry entry.
+// unregister queues the tombstone of s's registry entry.
 func (f *feed) unregister(s *Subscription) {
-	f.produceRegistry(forward.SubKey(f.inc, uint64(s.id)), nil)
-}
-
-func (f *feed) produceRegistry(key, value []byte) {
-	r := &kgo.Record{Topic: f.cfg.RegistryTopic, Key: key, Value: value}
-	f.e.admCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil {
-			f.e.cfg.Logger.Warn().Err(err).Str("topic", r.Topic).Str("key", string(r.Key)).Msg("engine: registry write")
-		}
-	})
+	f.reg.queue(string(forward.SubKey(f.inc, uint64(s.id))), nil)
 }
 
 // add makes t reachable by the run goroutine.

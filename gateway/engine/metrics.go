@@ -21,6 +21,9 @@ type metrics struct {
 	tenants       *tenantLabels
 	refusals      *prometheus.CounterVec
 	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
+	// LiveWorkers: failed attempts to write subscription entries to the
+	// registry topic (each retried until it lands).
+	registryFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
@@ -41,9 +44,11 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
+		registryFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_registry_write_failures_total",
+			Help: "--live-delivery workers: failed attempts to write this node's subscription entries to the registry topic (each is retried until it lands)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag, m.registryFailures)
 	}
 	return m
 }
