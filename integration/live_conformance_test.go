@@ -91,13 +91,8 @@ func testLiveConformance(t *testing.T, b *Broker, nodeArgs []string, liveJS, aep
 		t.Fatal(err)
 	}
 	prefix := strings.ReplaceAll(TopicName(t), "_", "-")
-	common := []string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix + ".{tenant}.events",
-		"--topic-partitions", "3", "--topic-replication-factor", "1", "--replay-buffer", "256"}
-	if mode == "workers" {
-		common = append(common, "--live-delivery", "workers", "--role", "all",
-			"--live-registry-topic", prefix+".registry", "--live-delivery-topic", prefix+".delivery",
-			"--live-delivery-partitions", "4", "--filter-worker-group", prefix+"-workers")
-	}
+	common := append([]string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix + ".{tenant}.events",
+		"--topic-partitions", "3", "--topic-replication-factor", "1", "--replay-buffer", "256"}, liveModeArgs(mode, prefix)...)
 	gA := startGateway(t, append(common, "--api-keys", keys, "--node-id", "a")...)
 	gB := startGateway(t, append(common, "--api-keys", keys, "--node-id", "b")...)
 	gDev := startGateway(t, append(common, "--node-id", "dev")...)
