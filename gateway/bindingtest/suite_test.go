@@ -1,10 +1,12 @@
 // Package bindingtest is the binding conformance suite: the same cases run
 // over the four streaming bindings of the gateway, SSE-D (GET /aep/events),
 // WS-D (GET /aep, subprotocol aep-0.1), SSE-R (GET /stream) and WS-R
-// (GET /socket), over real sockets against a gateway on kfake. Each binding
-// has a small adapter (open a stream with a filter and a resume point, read
-// its next message normalized, wait for a heartbeat, read its end);
-// stack_test.go is the only file that knows the binding packages.
+// (GET /socket), each in both live-delivery modes (tail, and workers with an
+// in-process filter worker), over real sockets against a gateway on kfake.
+// Each binding has a small adapter (open a stream with a filter and a
+// resume point, read its next message normalized, wait for a heartbeat,
+// read its end); stack_test.go is the only file that knows the binding
+// packages.
 package bindingtest
 
 import (
