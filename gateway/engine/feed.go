@@ -445,21 +445,15 @@ type handover struct {
 }
 
 // early sends the caught-up marker when s still awaits the workers'
-// markers and the catch-up (next) has read to the topic's end.
-func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]int64, replayed uint64, fallback bool) error {
+// markers and the catch-up (next) has read to the topic's end. The end is
+// listed once, with a few tries; when they all fail the catch-up reads on
+// and tries again at its next round (a failure is logged).
+func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]int64, replayed uint64, fallback bool) {
 	if h.done || !s.t.awaitingMarks(s) {
-		return nil
+		return
 	}
-	if h.ends == nil {
-		ends, err := s.e.adm.ListEndOffsets(ctx, s.t.topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			return fmt.Errorf("engine: end offsets of %s: %w", s.t.topic, err)
-		}
-		h.ends = map[int32]int64{}
-		ends.Each(func(lo kadm.ListedOffset) { h.ends[lo.Partition] = lo.Offset })
+	if h.ends == nil && !h.listEnds(ctx, s) {
+		return
 	}
 	frontier := make([]cursor.PartitionOffset, 0, len(h.ends))
 	for p, end := range h.ends {
@@ -468,7 +462,7 @@ func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]in
 			n = end // a partition the catch-up does not read
 		}
 		if n < end {
-			return nil // more to replay
+			return // more to replay
 		}
 		frontier = append(frontier, cursor.PartitionOffset{Partition: p, Offset: n})
 	}
@@ -476,7 +470,34 @@ func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]in
 	// The catch-up is the only sender until it joins: room it waited for
 	// stays.
 	h.done = s.q.Offer(Delivery{Sequence: s.seq, Handover: &Handover{Fallback: fallback, Replayed: replayed, Frontier: frontier}})
-	return nil
+}
+
+// listEnds lists the end offsets of s's topic into h.ends, trying up to
+// four times, 250ms apart; it reports whether it did.
+func (h *handover) listEnds(ctx context.Context, s *Subscription) bool {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		var ends kadm.ListedOffsets
+		if ends, err = s.e.adm.ListEndOffsets(ctx, s.t.topic); err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			h.ends = map[int32]int64{}
+			ends.Each(func(lo kadm.ListedOffset) { h.ends[lo.Partition] = lo.Offset })
+			return true
+		}
+	}
+	if ctx.Err() == nil {
+		s.e.cfg.Logger.Warn().Err(err).Str("topic", s.t.topic).Msg("engine: end offsets for a catch-up's handover")
+	}
+	return false
 }
 
 // awaitingMarks reports whether s waits for workers' markers.

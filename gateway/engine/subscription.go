@@ -282,9 +282,7 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			return err
 		}
 		if marker {
-			if err := hand.early(ctx, s, next, replayed, fallback); err != nil {
-				return err
-			}
+			hand.early(ctx, s, next, replayed, fallback)
 		}
 		if !waited {
 			// Forwarded feed: the workers' markers usually come before a
