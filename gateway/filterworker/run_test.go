@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -136,5 +137,13 @@ func TestFailedForwardWithFullBufferEndsRun(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return within 20s of a failed forward: the worker is deadlocked")
+	}
+	// The poll was not committed: the next worker forwards it again.
+	offs, err := kadm.NewClient(e.prod).FetchOffsets(context.Background(), "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(e.topic, 0); ok && o.At > 0 {
+		t.Fatalf("committed offset %d after a failed forward, want none", o.At)
 	}
 }
