@@ -29,13 +29,13 @@ const testTenant = "acme"
 // env is a kfake cluster with the workers-mode topics and one tenant
 // events topic of one partition, and a plain producer.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	cluster *kfake.Cluster
 	prod    *kgo.Client
 	topic   string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	topic := partitioning.Naming{}.Events(testTenant)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic, forward.DefaultRegistryTopic),
@@ -100,7 +100,7 @@ func (e *env) start(opts ...kgo.Opt) (*prometheus.Registry, <-chan error) {
 }
 
 // counter reads the counter name of reg (0 when it is missing).
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func counter(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -106,6 +106,7 @@ type Worker struct {
 	// produceErr is the first failed forward or marker; set by the
 	// produce callbacks, which take no lock.
 	produceErr atomic.Pointer[error]
+	onProduced func(*kgo.Record, error) // w.produced, bound once (a method value per Produce allocates)
 
 	mu      sync.Mutex
 	prod    *kgo.Client                 // set by Run before any goroutine uses it
@@ -127,6 +128,7 @@ type Worker struct {
 // time produces them, in order, with no lock held (Worker.send).
 type outbox struct {
 	recs     []*kgo.Record
+	spare    []*kgo.Record // the last batch's slice, cleared, for reuse
 	queued   uint64     // records ever queued
 	sent     uint64     // records ever handed to the producer
 	sending  bool       // a goroutine is producing a taken batch
@@ -193,6 +195,7 @@ func New(cfg Config) (*Worker, error) {
 		},
 	}
 	w.out.progress = sync.NewCond(&w.mu)
+	w.onProduced = w.produced
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(w.metrics.read, w.metrics.forwarded, w.metrics.markers, w.metrics.subscriptions)
 	}
@@ -393,14 +396,15 @@ func (w *Worker) sendLocked(ctx context.Context) {
 			continue
 		}
 		batch := o.recs
-		o.recs, o.sending = nil, true
+		o.recs, o.spare, o.sending = o.spare, nil, true
 		w.mu.Unlock()
 		for _, r := range batch {
-			w.prod.Produce(ctx, r, w.produced)
+			w.prod.Produce(ctx, r, w.onProduced)
 		}
 		w.mu.Lock()
 		o.sent += uint64(len(batch))
-		o.sending = false
+		clear(batch)
+		o.spare, o.sending = batch[:0], false
 		o.progress.Broadcast()
 	}
 }
