@@ -129,10 +129,10 @@ type Worker struct {
 type outbox struct {
 	recs     []*kgo.Record
 	spare    []*kgo.Record // the last batch's slice, cleared, for reuse
-	queued   uint64     // records ever queued
-	sent     uint64     // records ever handed to the producer
-	sending  bool       // a goroutine is producing a taken batch
-	progress *sync.Cond // on Worker.mu: sent moved or sending ended
+	queued   uint64        // records ever queued
+	sent     uint64        // records ever handed to the producer
+	sending  bool          // a goroutine is producing a taken batch
+	progress *sync.Cond    // on Worker.mu: sent moved or sending ended
 }
 
 type entry struct {
