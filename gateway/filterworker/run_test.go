@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
@@ -84,6 +85,14 @@ func (e *env) event(session string, i, size int) *kgo.Record {
 // it returns the worker's metrics and the channel Run's result arrives on.
 func (e *env) start(opts ...kgo.Opt) (*prometheus.Registry, <-chan error) {
 	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.t.Cleanup(cancel)
+	return e.startCtx(ctx, opts...)
+}
+
+// startCtx is start with Run's context.
+func (e *env) startCtx(ctx context.Context, opts ...kgo.Opt) (*prometheus.Registry, <-chan error) {
+	e.t.Helper()
 	reg := prometheus.NewRegistry()
 	w, err := New(Config{
 		ClientOpts: append([]kgo.Opt{kgo.SeedBrokers(e.cluster.ListenAddrs()...), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...),
@@ -92,10 +101,8 @@ func (e *env) start(opts ...kgo.Opt) (*prometheus.Registry, <-chan error) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	e.t.Cleanup(cancel)
 	return reg, done
 }
 
@@ -145,5 +152,51 @@ func TestFailedForwardWithFullBufferEndsRun(t *testing.T) {
 	}
 	if o, ok := offs.Lookup(e.topic, 0); ok && o.At > 0 {
 		t.Fatalf("committed offset %d after a failed forward, want none", o.At)
+	}
+}
+
+// A worker whose forwards the broker never answers stops when its context
+// ends. Before the fix it produced with context.Background() under its
+// lock: with the buffer full, Produce waited for space forever and Run
+// never returned.
+func TestRunStopsWhileTheBrokerDoesNotAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.register("n1", "i1", 1, "s1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg, done := e.startCtx(ctx, kgo.MaxBufferedRecords(1))
+	adm := kadm.NewClient(e.prod)
+	gatewaytest.Poll(t, "the worker's marker to land", func() bool {
+		ends, err := adm.ListEndOffsets(context.Background(), forward.DefaultDeliveryTopic)
+		if err != nil {
+			return false
+		}
+		landed := false
+		ends.Each(func(lo kadm.ListedOffset) { landed = landed || lo.Offset > 0 })
+		return landed
+	})
+	// From now on the broker takes produce requests to the delivery topic
+	// and never answers them.
+	info := e.cluster.TopicInfo(forward.DefaultDeliveryTopic)
+	e.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range kr.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic == forward.DefaultDeliveryTopic || tp.TopicID == info.TopicID {
+				e.cluster.KeepControl()
+				return nil, nil, true
+			}
+		}
+		return nil, nil, false
+	})
+	e.produce(e.event("s1", 0, 10), e.event("s1", 1, 10), e.event("s1", 2, 10))
+	// The first forward fills the buffer (one record) and the next waits
+	// for space the broker never frees.
+	gatewaytest.Poll(t, "the worker to forward", func() bool {
+		return counter(t, reg, "aep_filterworker_forwarded_total") >= 1
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20s of its context's end")
 	}
 }

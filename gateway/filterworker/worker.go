@@ -384,15 +384,23 @@ func (w *Worker) queueLocked(r *kgo.Record) {
 }
 
 // sendLocked returns once every record queued so far is handed to the
-// producer, in queue order. It produces them itself unless another
-// goroutine is producing a batch, and never holds w.mu while it calls
-// Produce (which blocks while the producer's buffer is full). Must hold
-// w.mu; releases it meanwhile.
+// producer, in queue order, or once ctx ends. It produces them itself
+// unless another goroutine is producing a batch, and never holds w.mu
+// while it calls Produce (which blocks while the producer's buffer is
+// full, until ctx ends). Must hold w.mu; releases it meanwhile.
 func (w *Worker) sendLocked(ctx context.Context) {
 	o := &w.out
-	for target := o.queued; o.sent < target; {
+	for target := o.queued; o.sent < target && ctx.Err() == nil; {
 		if o.sending {
+			// Woken by the sender, or by ctx's end: a sender stuck on a
+			// broker that does not answer must not hold up shutdown.
+			stop := context.AfterFunc(ctx, func() {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				o.progress.Broadcast()
+			})
 			o.progress.Wait()
+			stop()
 			continue
 		}
 		batch := o.recs
