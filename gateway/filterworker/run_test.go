@@ -200,3 +200,20 @@ func TestRunStopsWhileTheBrokerDoesNotAnswer(t *testing.T) {
 		t.Fatal("Run did not return within 20s of its context's end")
 	}
 }
+
+// A worker stopped while it is still starting returns nil, as one stopped
+// later does: the end of its context is not a failure.
+func TestRunStoppedWhileStartingReturnsNil(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, done := e.startCtx(ctx)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return within 20s of its context's end")
+	}
+}

@@ -218,10 +218,19 @@ func (w *Worker) tenantOf(topic string) string {
 }
 
 // Run loads the registry, joins the group and forwards until ctx ends
-// (nil) or a forward fails (the error; the caller should exit, and the
-// group hands the partitions to the other workers from the committed
-// offsets). It waits for every goroutine it started.
+// (nil, also when it ends while Run is still starting) or a forward fails
+// (the error; the caller should exit, and the group hands the partitions
+// to the other workers from the committed offsets). It waits for every
+// goroutine it started.
 func (w *Worker) Run(ctx context.Context) error {
+	err := w.run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) run(ctx context.Context) error {
 	if w.cfg.Ensure != nil {
 		if err := w.cfg.Ensure(ctx); err != nil {
 			return fmt.Errorf("filterworker: %w", err)
