@@ -141,15 +141,19 @@ func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 
 // startWorker runs a filter worker on st's cluster until t ends (as
 // --role all does), unless run is false, and returns the provisioning of
-// the workers-mode topics for the node's ForwardConfig. The worker keeps
-// the default metadata age, as a deployment does: it finds a new tenant
-// topic up to 10s after its creation.
+// the workers-mode topics for the node's ForwardConfig. The tenant topic
+// is created first, so the worker reads it from its start (a worker finds
+// a new tenant topic only within its metadata age, 10s: the case of
+// streams the workers have not answered is TestResumeBeforeWorkersAnswer's).
 func startWorker(t *testing.T, st *gatewaytest.Stack, opts []kgo.Opt, run bool) func(context.Context) error {
 	t.Helper()
 	topics := forward.Topics{DeliveryPartitions: 2, ReplicationFactor: 1}
 	ensure := func(ctx context.Context) error { return topics.Ensure(ctx, st.Admin) }
 	if !run {
 		return ensure
+	}
+	if _, err := st.Provisioner.Ensure(context.Background(), gateway.DevTenant); err != nil {
+		t.Fatal(err)
 	}
 	w, err := filterworker.New(filterworker.Config{ClientOpts: opts, Naming: st.Provisioner.Naming(),
 		Ensure: ensure, Logger: zerolog.New(io.Discard)})

@@ -24,6 +24,7 @@ type metrics struct {
 	// LiveWorkers: failed attempts to write subscription entries to the
 	// registry topic (each retried until it lands).
 	registryFailures prometheus.Counter
+	catchUps         prometheus.Gauge // subscriptions reading their topic on their own client
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
@@ -44,11 +45,13 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
+		catchUps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_catchups",
+			Help: "Subscriptions reading their topic on a client of their own: replays, fallbacks of slow lossless subscribers, and (--live-delivery workers) streams the filter workers have not answered yet."}),
 		registryFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_registry_write_failures_total",
 			Help: "--live-delivery workers: failed attempts to write this node's subscription entries to the registry topic (each is retried until it lands)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag, m.registryFailures)
+		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag, m.registryFailures, m.catchUps)
 	}
 	return m
 }

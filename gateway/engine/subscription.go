@@ -238,7 +238,9 @@ func (s *Subscription) startCatchUp(from []cursor.PartitionOffset, fallback bool
 func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffset, done chan struct{}, fallback bool) {
 	defer s.e.wg.Done()
 	defer close(done)
+	s.e.metrics.catchUps.Inc()
 	err := s.readUntilJoined(ctx, from, fallback)
+	s.e.metrics.catchUps.Dec()
 	if err == nil {
 		return
 	}
