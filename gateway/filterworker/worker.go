@@ -274,8 +274,8 @@ func (w *Worker) run(ctx context.Context) error {
 		kgo.ConsumeRegex(), kgo.ConsumeTopics(w.re.String()), kgo.ConsumerGroup(w.cfg.Group),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.MetadataMaxAge(w.cfg.MetadataMaxAge), kgo.MetadataMinAge(min(w.cfg.MetadataMaxAge, 5*time.Second)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(w.cfg.SessionTimeout),
-		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			return w.assigned(ctx, adm, offs)
+		kgo.AdjustFetchOffsetsFn(func(actx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			return w.assigned(actx, ctx, adm, offs)
 		}),
 		kgo.OnPartitionsRevoked(w.revoked), kgo.OnPartitionsLost(w.revoked))...)
 	if err != nil {
@@ -455,8 +455,10 @@ func (w *Worker) markLocked(to forward.Target, topic string, p int32, offset int
 // assigned resolves the start offset of every newly assigned partition
 // (the committed offset, or the end now when there is none), records it
 // as the partition's position and sends the markers of every registered
-// subscription of its tenant.
-func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+// subscription of its tenant. ctx bounds the listing; the markers go out
+// with sendCtx, Run's: a sender may carry other goroutines' records (a
+// poll's forwards), which must not fail because a rebalance ended.
+func (w *Worker) assigned(ctx, sendCtx context.Context, adm *kadm.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var unresolved []string
 	for topic, parts := range offs {
 		for _, o := range parts {
@@ -490,7 +492,7 @@ func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string
 	w.cfg.Logger.Info().Interface("partitions", offs).Msg("filterworker: assigned")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer w.sendLocked(ctx)
+	defer w.sendLocked(sendCtx)
 	for topic, parts := range offs {
 		if w.owned[topic] == nil {
 			w.owned[topic] = map[int32]int64{}
