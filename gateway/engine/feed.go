@@ -152,6 +152,32 @@ func startFeed(ctx context.Context, e *Engine) (*feed, error) {
 	return f, nil
 }
 
+// warmFeed starts the node's feed when the engine starts, rather than at
+// its first live stream: provisioning the workers' topics and writing the
+// lease takes a few hundred milliseconds on a real broker, and a client
+// that opens the node's first stream and then publishes would otherwise
+// publish before its stream's start and miss its own events (dialect R's
+// live.js ingest-fanout check on a fresh node). A failure is logged; the
+// first stream tries again. Owned by the engine's WaitGroup.
+func (e *Engine) warmFeed() {
+	defer e.wg.Done()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.feed != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	f, err := startFeed(ctx, e)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.cfg.Logger.Warn().Err(err).Msg("engine: workers mode feed not started (the first live stream tries again)")
+		}
+		return
+	}
+	e.feed = f
+}
+
 // writeLease writes (or, gone, tombstones) the node's lease and waits for
 // the broker's acknowledgement.
 func (f *feed) writeLease(ctx context.Context, gone bool) error {

@@ -494,3 +494,27 @@ func TestWorkersFailingRegistryWritesStopOnClose(t *testing.T) {
 		t.Fatal("Close did not return within 20s while registry writes failed")
 	}
 }
+
+// A workers-mode node starts its feed (the workers' topics, its lease)
+// with the engine, not at its first live stream: that stream then starts
+// at once, and a client that opens it and publishes right after sees its
+// own events.
+func TestWorkersFeedStartsWithTheEngine(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	k.engine(func(c *Config) { c.LiveDelivery, c.NodeID = LiveWorkers, "node-early" })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.ConsumeTopics(forward.DefaultRegistryTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leased := false
+	waitFor(t, "the node's lease in the registry before any stream", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			leased = leased || string(r.Key) == string(forward.LeaseKey("node-early"))
+		})
+		return leased
+	})
+}
