@@ -99,6 +99,7 @@ func TestShutdownWithStalledClient(t *testing.T) {
 		const session = "sess_stall"
 		stalled := b.open(t, s, openOpts{session: session, lossless: true, slow: socks})
 		healthy := b.open(t, s, openOpts{session: session, lossless: true, ahead: 400})
+		waitJoined(t, s)
 		publish(t, s, b.dialect, session, 0, 300, slowPad)
 		expectSeqs(t, events(t, healthy, 300), session, 0, 300)
 		gatewaytest.Poll(t, "the stalled stream to fall back", func() bool { return metric(t, s, "aep_delivery_fallbacks_total") > 0 })

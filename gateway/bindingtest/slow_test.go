@@ -32,6 +32,16 @@ const (
 	slowHeld = slowQueue + slowOutbound + slowBatch + (4*slowSocket+64<<10)/slowPad
 )
 
+// waitJoined waits until every stream of s has joined the live fan-out
+// (in workers mode once the workers answered its registration; until then
+// a stream reads its topic itself, and a stalled one blocks on its own
+// queue rather than falling back): a stall is then the fan-out's to
+// handle, in both modes.
+func waitJoined(t *testing.T, s *stack) {
+	t.Helper()
+	gatewaytest.Poll(t, "the streams to join the live fan-out", func() bool { return metric(t, s, "aep_delivery_catchups") == 0 })
+}
+
 // metric reads a counter or gauge of the gateway's /metrics.
 func metric(t *testing.T, s *stack, name string) float64 {
 	t.Helper()
@@ -86,10 +96,7 @@ func testSlowConsumer(t *testing.T, b binding, lossless bool) {
 	s := newStack(t, b.mode, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
 	const session = "sess_slow"
 	stalled := b.open(t, s, openOpts{session: session, lossless: lossless, slow: socks})
-	// The stream joins the live fan-out before the events (in workers
-	// mode once the workers answer its registration): its stall is then
-	// the fan-out's to handle.
-	gatewaytest.Poll(t, "the stream to join the live fan-out", func() bool { return metric(t, s, "aep_delivery_catchups") == 0 })
+	waitJoined(t, s)
 	// Half the events with the stalled stream alone: the counter that
 	// moves is its own.
 	publish(t, s, b.dialect, session, 0, slowCount/2, slowPad)
