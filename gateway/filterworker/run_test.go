@@ -217,3 +217,58 @@ func TestRunStoppedWhileStartingReturnsNil(t *testing.T) {
 		t.Fatal("Run did not return within 20s of its context's end")
 	}
 }
+
+// A worker that stops before any commit of its own lands does not cost
+// what is published before its replacement starts: the replacement starts
+// where the first one did, not at the end. Before the fix the worker
+// committed only after its polls (without waiting), so with those commits
+// lost (kfake refuses every commit but that of the start, offset 0 here)
+// the group had no offset and the replacement started at the end: events
+// 3-5 were never forwarded.
+func TestReplacementStartsWhereTheFirstWorkerStarted(t *testing.T) {
+	e := newEnv(t)
+	e.register("n1", "i1", 1, "s1")
+	e.cluster.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.OffsetCommitRequest)
+		refuse := false
+		for _, tp := range req.Topics {
+			for _, p := range tp.Partitions {
+				refuse = refuse || p.Offset != 0
+			}
+		}
+		e.cluster.KeepControl()
+		if !refuse {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Version = req.Version
+		for _, tp := range req.Topics {
+			rt := kmsg.OffsetCommitResponseTopic{Topic: tp.Topic}
+			for _, p := range tp.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: kerr.OffsetMetadataTooLarge.Code})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, done := e.startCtx(ctx)
+	gatewaytest.Poll(t, "the first worker to mark the subscription", func() bool {
+		return counter(t, first, "aep_filterworker_markers_total") >= 1
+	})
+	e.produce(e.event("s1", 0, 10), e.event("s1", 1, 10), e.event("s1", 2, 10))
+	gatewaytest.Poll(t, "the first worker to forward", func() bool {
+		return counter(t, first, "aep_filterworker_forwarded_total") >= 3
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.produce(e.event("s1", 3, 10), e.event("s1", 4, 10), e.event("s1", 5, 10))
+	second, _ := e.start()
+	// From offset 0: 0-2 again (the nodes drop those copies), then 3-5.
+	gatewaytest.Poll(t, "the replacement to forward what was published without a worker", func() bool {
+		return counter(t, second, "aep_filterworker_forwarded_total") >= 6
+	})
+}

@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -109,19 +110,23 @@ type Worker struct {
 	onProduced func(*kgo.Record, error) // w.produced, bound once (a method value per Produce allocates)
 
 	mu      sync.Mutex
-	prod    *kgo.Client                 // set by Run before any goroutine uses it
-	nparts  int32                       // partitions of the delivery topic
-	regN    int32                       // partitions of the registry topic
-	subs    map[string]*entry           // by registry key
-	tenants map[string]*tenantSubs      // by tenant
-	leases  map[string]lease            // by node
-	owned   map[string]map[int32]int64  // source topic → partition → next offset to process
-	nextID  filtering.ID                //
-	groups  map[forward.Target][]uint64 // scratch of the forward loop
-	order   []forward.Target            // scratch of the forward loop
-	ids     []filtering.ID              // scratch of the forward loop
-	attrs   aep.Attrs                   // scratch of the forward loop
-	out     outbox
+	prod    *kgo.Client                // set by Run before any goroutine uses it
+	nparts  int32                      // partitions of the delivery topic
+	regN    int32                      // partitions of the registry topic
+	subs    map[string]*entry          // by registry key
+	tenants map[string]*tenantSubs     // by tenant
+	leases  map[string]lease           // by node
+	owned   map[string]map[int32]int64 // source topic → partition → next offset to process
+	// starts are assigned partitions the group had no committed offset
+	// for, at the end they started from: the forward loop commits them
+	// before it forwards from them (commitStarts).
+	starts map[string]map[int32]int64
+	nextID filtering.ID                //
+	groups map[forward.Target][]uint64 // scratch of the forward loop
+	order  []forward.Target            // scratch of the forward loop
+	ids    []filtering.ID              // scratch of the forward loop
+	attrs  aep.Attrs                   // scratch of the forward loop
+	out    outbox
 }
 
 // outbox holds the records queued under Worker.mu until one goroutine at a
@@ -186,7 +191,7 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg, re: TopicRegexp(cfg.Naming),
 		subs: map[string]*entry{}, tenants: map[string]*tenantSubs{}, leases: map[string]lease{},
-		owned: map[string]map[int32]int64{}, groups: map[forward.Target][]uint64{},
+		owned: map[string]map[int32]int64{}, groups: map[forward.Target][]uint64{}, starts: map[string]map[int32]int64{},
 		metrics: metrics{
 			read:          prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_filterworker_records_total", Help: "Source records the worker evaluated."}),
 			forwarded:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_filterworker_forwarded_total", Help: "Records forwarded to nodes (one per node a record matched on)."}),
@@ -321,6 +326,7 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		fs.EachError(func(topic string, p int32, err error) {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: fetch")
 		})
+		w.commitStarts(ctx, src)
 		w.mu.Lock()
 		fs.EachRecord(w.forwardLocked)
 		w.sendLocked(ctx)
@@ -345,6 +351,43 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		})
 		src.AllowRebalance()
 	}
+}
+
+// commitStarts commits, and waits for, the start of every assigned
+// partition the group had no committed offset for, before anything is
+// forwarded from it. Without it, a worker that died before its first
+// commit left none, and its replacement started at the end then: what
+// was published in between was never forwarded. A failed commit is
+// logged (the forward goes ahead: no worse than before).
+func (w *Worker) commitStarts(ctx context.Context, src *kgo.Client) {
+	w.mu.Lock()
+	if len(w.starts) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	offs := make(map[string]map[int32]kgo.EpochOffset, len(w.starts))
+	for topic, parts := range w.starts {
+		offs[topic] = make(map[int32]kgo.EpochOffset, len(parts))
+		for p, o := range parts {
+			offs[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
+	}
+	clear(w.starts)
+	w.mu.Unlock()
+	src.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err == nil {
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+						err = fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, perr)
+					}
+				}
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn().Err(err).Msg("filterworker: commit of the start offsets")
+		}
+	})
 }
 
 // forwardLocked evaluates one source record and produces it once per node
@@ -486,6 +529,12 @@ func (w *Worker) assigned(ctx, sendCtx context.Context, adm *kadm.Client, offs m
 					return nil, fmt.Errorf("filterworker: no end offset for %s[%d]", topic, p)
 				}
 				parts[p] = kgo.NewOffset().At(lo.Offset).WithEpoch(-1)
+				w.mu.Lock()
+				if w.starts[topic] == nil {
+					w.starts[topic] = map[int32]int64{}
+				}
+				w.starts[topic][p] = lo.Offset
+				w.mu.Unlock()
 			}
 		}
 	}
@@ -535,6 +584,10 @@ func (w *Worker) revoked(_ context.Context, _ *kgo.Client, lost map[string][]int
 	for topic, parts := range lost {
 		for _, p := range parts {
 			delete(w.owned[topic], p)
+			delete(w.starts[topic], p)
+		}
+		if len(w.starts[topic]) == 0 {
+			delete(w.starts, topic)
 		}
 		if len(w.owned[topic]) == 0 {
 			delete(w.owned, topic)
