@@ -131,7 +131,7 @@ func (w *registryWriter) run(ctx context.Context) {
 			return // stopping: the lease tombstone ends every entry
 		}
 		failures++
-		w.f.e.metrics.registryFailures.Inc()
+		w.f.e.metrics.regFailures.Inc()
 		w.f.e.cfg.Logger.Warn().Err(err).Str("topic", w.f.cfg.RegistryTopic).Int("attempt", failures).
 			Dur("retry_in", backoff).Msg("engine: registry write failed; retrying")
 		select {
