@@ -20,7 +20,7 @@ import (
 
 // durableCluster is three (or more) gateway processes on one Kafka with a
 // durable subscription, for the cluster tests of issue 10
-// (docs/durable-cluster.md).
+// (docs/durable-cluster.md), in one live-delivery mode (liveModeArgs).
 type durableCluster struct {
 	t      *testing.T
 	b      *Broker
@@ -33,10 +33,17 @@ type durableCluster struct {
 
 func newDurableCluster(t *testing.T, n int, subBody string) *durableCluster {
 	t.Helper()
+	return newDurableClusterIn(t, "tail", n, subBody)
+}
+
+// newDurableClusterIn is newDurableCluster in live-delivery mode.
+func newDurableClusterIn(t *testing.T, mode string, n int, subBody string) *durableCluster {
+	t.Helper()
 	b := StartBroker(t)
 	c := &durableCluster{t: t, b: b, prefix: strings.ReplaceAll(TopicName(t), "_", "-"), dead: map[*gatewayProc]bool{}}
-	args := []string{"--kafka-brokers", strings.Join(b.Seeds, ","),
-		"--topic-template", c.prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"}
+	args := append([]string{"--kafka-brokers", strings.Join(b.Seeds, ","),
+		"--topic-template", c.prefix + ".{tenant}.events", "--topic-partitions", "3", "--topic-replication-factor", "1"},
+		liveModeArgs(mode, c.prefix)...)
 	for range n {
 		c.nodes = append(c.nodes, startGateway(t, args...))
 	}
@@ -211,8 +218,15 @@ func (c *durableCluster) journalEpochs(ctx context.Context) ([]int64, error) {
 // SIGKILL of the serving node mid-stream. Every event is acknowledged, no
 // ack is refused, per-session order holds on every connection, every
 // repeated delivery is marked with attempt >= 2, and the journal shows no
-// two streams delivering at once. Takeover times are logged.
+// two streams delivering at once. Takeover times are logged. In both
+// live-delivery modes (workers: every node --role all).
 func TestDurableClusterTakeover(t *testing.T) {
+	for _, mode := range liveModes {
+		t.Run(mode, func(t *testing.T) { testDurableClusterTakeover(t, mode) })
+	}
+}
+
+func testDurableClusterTakeover(t *testing.T, mode string) {
 	const sessions = 50
 	n := 10000
 	if testing.Short() {
@@ -222,7 +236,7 @@ func TestDurableClusterTakeover(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
 	var rngMu sync.Mutex
 	t.Logf("seed %d, %d events over %d sessions", seed, n, sessions)
-	c := newDurableCluster(t, 3, `{"types":["task.*"],"ack_timeout_ms":2000,"max_attempts":100}`)
+	c := newDurableClusterIn(t, mode, 3, `{"types":["task.*"],"ack_timeout_ms":2000,"max_attempts":100}`)
 	pub := c.nodes[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Second)
 	defer cancel()
@@ -482,10 +496,17 @@ func readEvents(body io.Reader, stop func(id string, repeat bool) bool) {
 
 // Ack durability: the node serving the stream answers a batch of acks and
 // is SIGKILLed at once (before any periodic commit); the stream moves to
-// another node, which never delivers those events again.
+// another node, which never delivers those events again. In both
+// live-delivery modes.
 func TestDurableAckSurvivesKill(t *testing.T) {
+	for _, mode := range liveModes {
+		t.Run(mode, func(t *testing.T) { testDurableAckSurvivesKill(t, mode) })
+	}
+}
+
+func testDurableAckSurvivesKill(t *testing.T, mode string) {
 	const n = 200
-	c := newDurableCluster(t, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
+	c := newDurableClusterIn(t, mode, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
 	a, b := c.nodes[0], c.nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -542,10 +563,17 @@ func TestDurableAckSurvivesKill(t *testing.T) {
 // ({"subscription_id": "sub_…"} in subscription.requested) acks over the
 // socket; its node is SIGKILLed; a session on another node attaches to the
 // same subscription and gets everything not acknowledged, every repeat
-// marked by event.redelivered, and no acknowledged event again.
+// marked by event.redelivered, and no acknowledged event again. In both
+// live-delivery modes.
 func TestDurableWebSocketAttachSurvivesKill(t *testing.T) {
+	for _, mode := range liveModes {
+		t.Run(mode, func(t *testing.T) { testDurableWebSocketAttachSurvivesKill(t, mode) })
+	}
+}
+
+func testDurableWebSocketAttachSurvivesKill(t *testing.T, mode string) {
 	const n = 100
-	c := newDurableCluster(t, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
+	c := newDurableClusterIn(t, mode, 2, `{"types":["task.*"],"ack_timeout_ms":30000}`)
 	a, b := c.nodes[0], c.nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -16,9 +16,27 @@ import (
 	"time"
 )
 
-// EnvLiveJS names conformance/live.js of agenteventprotocol/agent-event-protocol
-// (not vendored: scripts/live-check.sh runs it by hand the same way).
+// EnvLiveJS overrides the live endpoint checker run by TestLiveConformance
+// (default: the vendored copy, testdata/aep-r-live/live.js);
+// scripts/live-check.sh runs it by hand the same way.
 const EnvLiveJS = "AEP_LIVE_JS"
+
+// EnvLiveRequired=1 makes TestLiveConformance fail rather than skip when
+// node (with a WebSocket client) is missing: CI sets it.
+const EnvLiveRequired = "AEP_LIVE_REQUIRED"
+
+// EnvLiveReport names a file that gets one line per live.js run saying
+// every check passed (go test shows a passing test's log only with -v):
+// CI sets it and prints the file.
+const EnvLiveReport = "AEP_IT_LIVE_REPORT"
+
+// vendoredLiveJS is the checker's copy in this repository
+// (testdata/aep-r-live/README.md names its source and licence).
+const vendoredLiveJS = "testdata/aep-r-live/live.js"
+
+// liveModes are the live-delivery modes the checker runs against: the
+// default, and filter workers in every node (--role all).
+var liveModes = []string{"tail", "workers"}
 
 // liveReport is the aep-conformance-report live.js writes with --json.
 type liveReport struct {
@@ -34,20 +52,35 @@ type liveReport struct {
 // to the checker's node: every check passes; the only one skipped is
 // control-auth-gate, which live.js skips on an authenticated run by design
 // and which passes on an unauthenticated run against a development-mode
-// node.
+// node. All of it in each live-delivery mode: tail, and workers with every
+// node also running a filter worker (--live-delivery workers --role all).
 func TestLiveConformance(t *testing.T) {
 	liveJS := os.Getenv(EnvLiveJS)
 	if liveJS == "" {
-		t.Skipf("set %s to the path of conformance/live.js (agenteventprotocol/agent-event-protocol) to run the live checker", EnvLiveJS)
+		liveJS = vendoredLiveJS
+	}
+	liveJS, err := filepath.Abs(liveJS)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(liveJS); err != nil {
-		t.Skipf("%s: %v", EnvLiveJS, err)
+		t.Fatalf("live.js: %v", err)
 	}
 	nodeArgs, err := nodeWithWebSocket()
 	if err != nil {
+		if os.Getenv(EnvLiveRequired) == "1" {
+			t.Fatalf("%v (%s=1)", err, EnvLiveRequired)
+		}
 		t.Skip(err.Error())
 	}
 	b := StartBroker(t)
+	aepctl := buildAepctl(t, t.TempDir())
+	for _, mode := range liveModes {
+		t.Run(mode, func(t *testing.T) { testLiveConformance(t, b, nodeArgs, liveJS, aepctl, mode) })
+	}
+}
+
+func testLiveConformance(t *testing.T, b *Broker, nodeArgs []string, liveJS, aepctl, mode string) {
 	dir := t.TempDir()
 	var raw [24]byte
 	_, _ = rand.Read(raw[:])
@@ -58,12 +91,11 @@ func TestLiveConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := strings.ReplaceAll(TopicName(t), "_", "-")
-	common := []string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix + ".{tenant}.events",
-		"--topic-partitions", "3", "--topic-replication-factor", "1", "--replay-buffer", "256"}
+	common := append([]string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", prefix + ".{tenant}.events",
+		"--topic-partitions", "3", "--topic-replication-factor", "1", "--replay-buffer", "256"}, liveModeArgs(mode, prefix)...)
 	gA := startGateway(t, append(common, "--api-keys", keys, "--node-id", "a")...)
 	gB := startGateway(t, append(common, "--api-keys", keys, "--node-id", "b")...)
 	gDev := startGateway(t, append(common, "--node-id", "dev")...)
-	aepctl := buildAepctl(t, dir)
 
 	for _, c := range []struct {
 		name   string
@@ -75,36 +107,72 @@ func TestLiveConformance(t *testing.T) {
 			startTarget(t, aepctl, c.target.URL, token, session, run)
 			rep := runLive(t, nodeArgs, liveJS, gA.URL, "--token", token, "--evict",
 				"--control-session", session, "--control-cancel", run, "--ack-window", "3000")
+			passed := 0
 			for _, ch := range rep.Checks {
 				t.Logf("%s %s: %s", ch.Status, ch.Name, ch.Detail)
 				if ch.Status == "fail" || ch.Status == "skip" && ch.Name != "control-auth-gate" {
 					t.Errorf("%s %s: %s", ch.Status, ch.Name, ch.Detail)
 				}
+				if ch.Status == "pass" {
+					passed++
+				}
 			}
 			if len(rep.Checks) != 19 {
 				t.Errorf("%d checks ran, want live.js's 19", len(rep.Checks))
+			}
+			if !t.Failed() {
+				reportLive(t, fmt.Sprintf("live.js %s mode, %s: %d of %d checks passed (control-auth-gate skipped: authenticated run)",
+					mode, c.name, passed, len(rep.Checks)))
 			}
 		})
 	}
 	rep := runLive(t, nodeArgs, liveJS, gDev.URL, "--checks", "control-auth-gate")
 	if len(rep.Checks) != 1 || rep.Checks[0].Status != "pass" {
 		t.Errorf("unauthenticated control-auth-gate: %+v", rep.Checks)
+	} else {
+		reportLive(t, fmt.Sprintf("live.js %s mode, unauthenticated: control-auth-gate passed", mode))
+	}
+}
+
+// reportLive logs line and appends it to the EnvLiveReport file, if set.
+func reportLive(t *testing.T, line string) {
+	t.Helper()
+	line = "TestLiveConformance: " + line
+	t.Log(line)
+	path := os.Getenv(EnvLiveReport)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Errorf("%s: %v", EnvLiveReport, err)
+		return
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		t.Errorf("%s: %v", EnvLiveReport, err)
 	}
 }
 
 // nodeWithWebSocket returns the node flags that give live.js its global
-// WebSocket (node 22 has it; 20 and 21 behind a flag).
+// WebSocket: none on node 22, --experimental-websocket on 20 and 21, and
+// on older ones (Debian's nodejs 18) the ws package (Debian's node-ws)
+// installed as the global by testdata/aep-r-live/ws-global.js.
 func nodeWithWebSocket() ([]string, error) {
 	if _, err := exec.LookPath("node"); err != nil {
-		return nil, fmt.Errorf("node is not installed: live.js needs node >= 20")
+		return nil, fmt.Errorf("node is not installed: live.js needs node >= 20, or an older one with the ws package")
 	}
-	for _, flags := range [][]string{nil, {"--experimental-websocket"}} {
+	shim, err := filepath.Abs("testdata/aep-r-live/ws-global.js")
+	if err != nil {
+		return nil, err
+	}
+	for _, flags := range [][]string{nil, {"--experimental-websocket"}, {"--require", shim}} {
 		out, err := exec.Command("node", append(flags, "-e", "process.stdout.write(typeof WebSocket)")...).Output()
 		if err == nil && string(out) == "function" {
 			return flags, nil
 		}
 	}
-	return nil, fmt.Errorf("this node has no WebSocket client: live.js needs node >= 22 (or 20/21 with --experimental-websocket)")
+	return nil, fmt.Errorf("this node has no WebSocket client: live.js needs node >= 22, 20/21 with --experimental-websocket, or the ws package (Debian: node-ws)")
 }
 
 func buildAepctl(t *testing.T, dir string) string {

@@ -163,6 +163,18 @@ func TestLiveWorkersAcrossNodes(t *testing.T) {
 	allB.expect(ctx, t, "node B", all4)
 }
 
+// liveModeArgs are the gateway flags of live-delivery mode ("tail", or
+// "workers": every node also runs a filter worker, --role all), with the
+// workers-mode topics and group named after prefix.
+func liveModeArgs(mode, prefix string) []string {
+	if mode != "workers" {
+		return nil
+	}
+	return []string{"--live-delivery", "workers", "--role", "all",
+		"--live-registry-topic", prefix + ".registry", "--live-delivery-topic", prefix + ".delivery",
+		"--live-delivery-partitions", "4", "--filter-worker-group", prefix + "-workers"}
+}
+
 // scrape reads g's /metrics.
 func scrape(ctx context.Context, t *testing.T, g *gatewayProc) string {
 	t.Helper()

@@ -2,10 +2,14 @@
 # Runs the dialect R live endpoint checker (conformance/live.js of
 # agenteventprotocol/agent-event-protocol) against two gateway nodes sharing
 # one Kafka, with a control-capable target (aepctl target) connected to one
-# of them. Nothing is fetched from the network: give the path of live.js.
+# of them. Nothing is fetched from the network: LIVE_JS is the path of
+# live.js, or "vendored" (the default) for the copy in
+# integration/testdata/aep-r-live.
 #
-#   scripts/live-check.sh LIVE_JS [other|same] [extra live.js flags...]
+#   [LIVE_DELIVERY=workers] scripts/live-check.sh [LIVE_JS|vendored] [other|same] [extra live.js flags...]
 #
+# LIVE_DELIVERY=workers runs every gateway with --live-delivery workers
+# --role all (each also runs a filter worker); the default is tail.
 # other (default): the checker talks to node A, the target is connected to
 #   node B: the roster, commands, acks and refusals cross nodes through Kafka.
 # same: the target is connected to node A too.
@@ -18,18 +22,25 @@
 # Needs node >= 22, or node 20/21 (run with --experimental-websocket).
 set -euo pipefail
 
-live_js=${1:?usage: scripts/live-check.sh LIVE_JS [other|same] [live.js flags...]}
+root=$(cd "$(dirname "$0")/.." && pwd)
+live_js=${1:-vendored}
+[ "$live_js" = vendored ] && live_js=$root/integration/testdata/aep-r-live/live.js
 topology=${2:-other}
-shift $(( $# >= 2 ? 2 : 1 ))
+shift $(( $# >= 2 ? 2 : $# ))
 [ -f "$live_js" ] || { echo "live-check: $live_js: no such file" >&2; exit 2; }
 case $topology in other|same) ;; *) echo "live-check: topology $topology: want other or same" >&2; exit 2;; esac
+mode_flags=()
+case ${LIVE_DELIVERY:-tail} in
+tail) ;;
+workers) mode_flags=(--live-delivery workers --role all) ;;
+*) echo "live-check: LIVE_DELIVERY=$LIVE_DELIVERY: want tail or workers" >&2; exit 2 ;;
+esac
 command -v node >/dev/null || { echo "live-check: node is not installed" >&2; exit 2; }
 node_flags=()
 if [ "$(node -e 'console.log(typeof WebSocket)')" != function ]; then
 	node_flags=(--experimental-websocket)
 fi
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -48,7 +59,7 @@ echo "default sha256:$(printf %s "$token" | sha256sum | cut -d' ' -f1)" > "$work
 start() {
 	local name=$1; shift
 	"$work/aep-gateway" --listen 127.0.0.1:0 --log-format json --replay-buffer 256 \
-		--topic-partitions 3 --topic-replication-factor 1 --node-id "$name" "$@" 2> "$work/$name.log" &
+		--topic-partitions 3 --topic-replication-factor 1 --node-id "$name" "${mode_flags[@]}" "$@" 2> "$work/$name.log" &
 	pids+=($!)
 	for _ in $(seq 300); do
 		if grep -q '"aep-gateway serving"' "$work/$name.log"; then
@@ -82,7 +93,7 @@ pids+=($!)
 for _ in $(seq 100); do grep -q 'target ready' "$work/target.log" && break; sleep 0.1; done
 grep -q 'target ready' "$work/target.log" || { echo "live-check: target did not start:" >&2; cat "$work/target.log" >&2; exit 1; }
 
-echo "live-check: checker -> node a ($url_a), target -> node $([ "$topology" = same ] && echo a || echo b) ($target_url)"
+echo "live-check: ${LIVE_DELIVERY:-tail} mode; checker -> node a ($url_a), target -> node $([ "$topology" = same ] && echo a || echo b) ($target_url)"
 status=0
 node "${node_flags[@]}" "$live_js" "$url_a" --token "$token" --evict \
 	--control-session "$session" --control-cancel "$run" "$@" || status=$?

@@ -14,7 +14,7 @@ import (
 func TestHeartbeat(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
 		const period = 200 * time.Millisecond
-		s := newStack(t, stackConfig{Heartbeat: period})
+		s := newStack(t, b.mode, stackConfig{Heartbeat: period})
 		st := b.open(t, s, openOpts{})
 		start := time.Now()
 		st.heartbeat(t)
@@ -54,7 +54,7 @@ func testShutdown(t *testing.T, b binding, idle bool) {
 	if idle {
 		writeTimeout = 200 * time.Millisecond
 	}
-	s := newStack(t, stackConfig{WriteTimeout: writeTimeout})
+	s := newStack(t, b.mode, stackConfig{WriteTimeout: writeTimeout})
 	const session = "sess_shut"
 	var streams []stream
 	for range 3 {
@@ -95,10 +95,11 @@ func TestShutdownWithStalledClient(t *testing.T) {
 		needSmallSockets(t)
 		socks := &gatewaytest.SmallSockets{Bytes: slowSocket}
 		const writeTimeout = 500 * time.Millisecond
-		s := newStack(t, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, WriteTimeout: writeTimeout, Sockets: socks})
+		s := newStack(t, b.mode, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, WriteTimeout: writeTimeout, Sockets: socks})
 		const session = "sess_stall"
 		stalled := b.open(t, s, openOpts{session: session, lossless: true, slow: socks})
 		healthy := b.open(t, s, openOpts{session: session, lossless: true, ahead: 400})
+		waitJoined(t, s)
 		publish(t, s, b.dialect, session, 0, 300, slowPad)
 		expectSeqs(t, events(t, healthy, 300), session, 0, 300)
 		gatewaytest.Poll(t, "the stalled stream to fall back", func() bool { return metric(t, s, "aep_delivery_fallbacks_total") > 0 })

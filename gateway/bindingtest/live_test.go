@@ -9,7 +9,7 @@ import (
 // event plus its delivery object.
 func TestLiveDelivery(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
-		s := newStack(t, stackConfig{})
+		s := newStack(t, b.mode, stackConfig{})
 		st := b.open(t, s, openOpts{ahead: 64})
 		const n, step = 12, 4
 		sent := map[string]map[int]string{}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -16,7 +19,7 @@ import (
 // gap, no gap marker.
 func TestResumeFromPosition(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
-		s := newStack(t, stackConfig{})
+		s := newStack(t, b.mode, stackConfig{})
 		const session = "sess_resume"
 		first := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64})
 		sent := publish(t, s, b.dialect, session, 0, 6, 0)
@@ -61,7 +64,7 @@ func TestGapMarking(t *testing.T) {
 }
 
 func testGap(t *testing.T, b binding, deleteTo int64) {
-	s := newStack(t, stackConfig{})
+	s := newStack(t, b.mode, stackConfig{})
 	const session = "sess_gap"
 	live := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64}) // R: starts the tenant's indexer
 	publish(t, s, b.dialect, session, 0, 6, 0)
@@ -128,7 +131,7 @@ func TestResumeAcrossBindings(t *testing.T) {
 				other = o
 			}
 		}
-		s := newStack(t, stackConfig{})
+		s := newStack(t, b.mode, stackConfig{})
 		const session = "sess_across"
 		first := b.open(t, s, openOpts{session: session, lossless: true, ahead: 64})
 		publish(t, s, b.dialect, session, 0, 5, 0)
@@ -146,7 +149,7 @@ func TestResumeAcrossBindings(t *testing.T) {
 // AEP-0003 §3.2.3), never served as a live stream.
 func TestBadResumeTokenRefused(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
-		s := newStack(t, stackConfig{})
+		s := newStack(t, b.mode, stackConfig{})
 		bad := map[dialect][]string{
 			dialectD: {"garbage!", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, // not base64; not signed by the server
 			dialectR: {"sess_bad:0:-1"},                                        // a negative seq
@@ -157,4 +160,50 @@ func TestBadResumeTokenRefused(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A resume on a workers-mode node whose filter workers have not answered
+// its registration yet (none runs here; in a deployment, a worker that has
+// not found a new tenant topic yet) delivers exactly the events after the
+// position, then live ones, as dialect R's live.js resume check asks
+// (Last-Event-ID / from = session:epoch:seq, a fresh session). The R
+// bindings hold a replay until the engine's catch-up ends; before the fix
+// it ended only once the workers' markers came, and nothing was delivered.
+func TestResumeBeforeWorkersAnswer(t *testing.T) {
+	for _, b := range bindings {
+		if b.dialect != dialectR {
+			continue
+		}
+		b.mode = engine.LiveWorkers
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, b.mode, stackConfig{NoWorker: true})
+			const session = "sess_early"
+			publish(t, s, b.dialect, session, 0, 3, 0)
+			resumed := b.open(t, s, openOpts{session: session, from: session + ":0:0", ahead: 64})
+			expectSeqs(t, eventsWithin(t, resumed, 2, gatewaytest.Wait), session, 1, 3)
+			publish(t, s, b.dialect, session, 3, 4, 0)
+			expectSeqs(t, eventsWithin(t, resumed, 1, gatewaytest.Wait), session, 3, 4)
+		})
+	}
+}
+
+// eventsWithin is events with a bound on the whole read: heartbeats do
+// not extend it.
+func eventsWithin(t *testing.T, st stream, n int, d time.Duration) []msg {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	out := make([]msg, 0, n)
+	for len(out) < n {
+		m, ok := st.tryNext(t, time.Until(deadline))
+		switch {
+		case !ok:
+			t.Fatalf("%d of %d events within %v", len(out), n, d)
+		case m.kind == kindEvent:
+			out = append(out, m)
+		case m.kind != kindHeartbeat:
+			t.Fatalf("after %d events: unexpected %v: %s", len(out), m.kind, m.raw)
+		}
+	}
+	return out
 }

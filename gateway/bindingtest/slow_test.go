@@ -32,7 +32,17 @@ const (
 	slowHeld = slowQueue + slowOutbound + slowBatch + (4*slowSocket+64<<10)/slowPad
 )
 
-// metric reads a counter of the gateway's /metrics.
+// waitJoined waits until every stream of s has joined the live fan-out
+// (in workers mode once the workers answered its registration; until then
+// a stream reads its topic itself, and a stalled one blocks on its own
+// queue rather than falling back): a stall is then the fan-out's to
+// handle, in both modes.
+func waitJoined(t *testing.T, s *stack) {
+	t.Helper()
+	gatewaytest.Poll(t, "the streams to join the live fan-out", func() bool { return metric(t, s, "aep_delivery_catchups") == 0 })
+}
+
+// metric reads a counter or gauge of the gateway's /metrics.
 func metric(t *testing.T, s *stack, name string) float64 {
 	t.Helper()
 	resp, err := http.Get(s.URL + "/metrics")
@@ -83,9 +93,10 @@ func needSmallSockets(t *testing.T) {
 func testSlowConsumer(t *testing.T, b binding, lossless bool) {
 	needSmallSockets(t)
 	socks := &gatewaytest.SmallSockets{Bytes: slowSocket}
-	s := newStack(t, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
+	s := newStack(t, b.mode, stackConfig{Queue: slowQueue, Outbound: slowOutbound, Batch: slowBatch, Sockets: socks})
 	const session = "sess_slow"
 	stalled := b.open(t, s, openOpts{session: session, lossless: lossless, slow: socks})
+	waitJoined(t, s)
 	// Half the events with the stalled stream alone: the counter that
 	// moves is its own.
 	publish(t, s, b.dialect, session, 0, slowCount/2, slowPad)
@@ -170,7 +181,7 @@ func testSlowConsumer(t *testing.T, b binding, lossless bool) {
 func TestBackpressure(t *testing.T) {
 	forEach(t, func(t *testing.T, b binding) {
 		const queue, burst = 4, 300
-		s := newStack(t, stackConfig{Queue: queue, Outbound: queue, Batch: 2})
+		s := newStack(t, b.mode, stackConfig{Queue: queue, Outbound: queue, Batch: 2})
 		const session = "sess_burst"
 		st := b.open(t, s, openOpts{session: session, lossless: true})
 		sent := publish(t, s, b.dialect, session, 0, burst, 100)

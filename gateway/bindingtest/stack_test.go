@@ -25,6 +25,8 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
+	"github.com/aep-gateway/aep-gateway/gateway/forward"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
@@ -40,6 +42,9 @@ type stackConfig struct {
 	// Sockets, when set, gives its clients' server-side sockets small
 	// send buffers.
 	Sockets *gatewaytest.SmallSockets
+	// NoWorker: in workers mode, run no filter worker (the node's
+	// subscriptions read their topic themselves).
+	NoWorker bool
 }
 
 // stack is a gateway on kfake with the four streaming bindings served on a
@@ -57,7 +62,7 @@ type stack struct {
 // partitions of the tenant topic in the suite's stacks.
 const partitions = 4
 
-func newStack(t *testing.T, c stackConfig) *stack {
+func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 	t.Helper()
 	log := zerolog.New(io.Discard)
 	reg := prometheus.NewRegistry()
@@ -65,7 +70,12 @@ func newStack(t *testing.T, c stackConfig) *stack {
 	srv := st.Server
 	srv.Start()
 	opts := []kgo.Opt{st.Seeds, kgo.FetchMaxWait(100 * time.Millisecond)}
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: opts, Topics: st.Provisioner, Registerer: reg, Logger: log})
+	ecfg := engine.Config{ClientOpts: opts, Topics: st.Provisioner, Registerer: reg, Logger: log}
+	if mode == engine.LiveWorkers {
+		ecfg.LiveDelivery, ecfg.NodeID = mode, "node-1"
+		ecfg.Forward = engine.ForwardConfig{Ensure: startWorker(t, st, opts, !c.NoWorker)}
+	}
+	eng, err := engine.NewEngine(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +137,39 @@ func newStack(t *testing.T, c stackConfig) *stack {
 		eng.Close()
 	})
 	return s
+}
+
+// startWorker runs a filter worker on st's cluster until t ends (as
+// --role all does), unless run is false, and returns the provisioning of
+// the workers-mode topics for the node's ForwardConfig. The tenant topic
+// is created first, so the worker reads it from its start (a worker finds
+// a new tenant topic only within its metadata age, 10s: the case of
+// streams the workers have not answered is TestResumeBeforeWorkersAnswer's).
+func startWorker(t *testing.T, st *gatewaytest.Stack, opts []kgo.Opt, run bool) func(context.Context) error {
+	t.Helper()
+	topics := forward.Topics{DeliveryPartitions: 2, ReplicationFactor: 1}
+	ensure := func(ctx context.Context) error { return topics.Ensure(ctx, st.Admin) }
+	if !run {
+		return ensure
+	}
+	if _, err := st.Provisioner.Ensure(context.Background(), gateway.DevTenant); err != nil {
+		t.Fatal(err)
+	}
+	w, err := filterworker.New(filterworker.Config{ClientOpts: opts, Naming: st.Provisioner.Naming(),
+		Ensure: ensure, Logger: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("filter worker: %v", err)
+		}
+	})
+	return ensure
 }
 
 // shutdown runs main's shutdown steps once; later calls return the first

@@ -1,10 +1,12 @@
 // Package bindingtest is the binding conformance suite: the same cases run
 // over the four streaming bindings of the gateway, SSE-D (GET /aep/events),
 // WS-D (GET /aep, subprotocol aep-0.1), SSE-R (GET /stream) and WS-R
-// (GET /socket), over real sockets against a gateway on kfake. Each binding
-// has a small adapter (open a stream with a filter and a resume point, read
-// its next message normalized, wait for a heartbeat, read its end);
-// stack_test.go is the only file that knows the binding packages.
+// (GET /socket), each in both live-delivery modes (tail, and workers with an
+// in-process filter worker), over real sockets against a gateway on kfake.
+// Each binding has a small adapter (open a stream with a filter and a
+// resume point, read its next message normalized, wait for a heartbeat,
+// read its end); stack_test.go is the only file that knows the binding
+// packages.
 package bindingtest
 
 import (
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
@@ -89,7 +92,13 @@ type binding struct {
 	// refused says.
 	refuse  func(t *testing.T, s *stack, o openOpts) string
 	refused string
+	// mode is how live events reach the stack's node (set by forEach).
+	mode engine.LiveDelivery
 }
+
+// modes are the live-delivery modes every case runs in: the shared tail
+// reader, and filter workers forwarding to the node (docs/scaling.md).
+var modes = []engine.LiveDelivery{engine.LiveTail, engine.LiveWorkers}
 
 var bindings = []binding{
 	{name: "SSE-D", dialect: dialectD, open: openSSED, closing: closingSSED,
@@ -102,14 +111,25 @@ var bindings = []binding{
 		refuse: refuseWSR, refused: "error invalid-filter"},
 }
 
-// forEach runs f as a subtest per binding, in parallel: the stacks are
+// forEach runs f as a subtest per binding and live-delivery mode
+// ("SSE-D/tail", "SSE-D/workers", ...), in parallel: the stacks are
 // independent and most of a case's time is spent waiting on Kafka fetches.
 func forEach(t *testing.T, f func(t *testing.T, b binding)) {
 	t.Helper()
 	for _, b := range bindings {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, b)
+			for _, m := range modes {
+				bm := b
+				bm.mode = m
+				t.Run(string(m), func(t *testing.T) {
+					t.Parallel()
+					if bm.mode != m {
+						t.Fatalf("binding runs in mode %s, want %s", bm.mode, m)
+					}
+					f(t, bm)
+				})
+			}
 		})
 	}
 }

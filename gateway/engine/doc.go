@@ -25,7 +25,10 @@
 // is registered in the registry topic and starts as a catch-up that joins
 // once it stands at or past the workers' markers (their position when they
 // took the registration) and the tail's position; until the markers come
-// (Forward.MarkerWait, and on) it reads its topic itself.
+// (a live subscription after Forward.MarkerWait, a resume at once) it
+// reads its topic itself, and a resume's catch-up sends its caught-up
+// marker once it has read to the topic's end, without waiting for them.
+// Registry writes are retried until they land (feed_registry.go).
 //
 // Slow subscribers: the tail never blocks on a queue. A lossy (best_effort)
 // subscription whose queue is full loses the event, which still consumes a

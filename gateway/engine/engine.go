@@ -167,6 +167,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(e.lag)
 	}
+	if cfg.LiveDelivery == LiveWorkers && e.startGoroutines(1) {
+		go e.warmFeed()
+	}
 	return e, nil
 }
 

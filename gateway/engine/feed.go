@@ -87,14 +87,15 @@ func (c *ForwardConfig) fill() {
 // feed is a node's reader of its delivery partition in LiveWorkers mode:
 // it hands forwarded records and markers to the tenant tails (which have no
 // Kafka client of their own in this mode), and keeps the node's lease in the
-// registry. It owns two goroutines (run, lease), stopped and waited for by
-// stop.
+// registry. It owns three goroutines (run, leases, the registry writer's
+// run), stopped and waited for by stop.
 type feed struct {
 	e      *Engine
 	cfg    ForwardConfig
 	inc    string // this process's incarnation of the node
 	part   int32
 	cl     *kgo.Client
+	reg    *registryWriter
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -141,12 +142,40 @@ func startFeed(ctx context.Context, e *Engine) (*feed, error) {
 		return nil, fmt.Errorf("engine: delivery client: %w", err)
 	}
 	f.cl = cl
+	f.reg = newRegistryWriter(f)
 	rctx, cancel := context.WithCancel(e.ctx)
 	f.cancel = cancel
-	f.wg.Add(2)
+	f.wg.Add(3)
 	go f.run(rctx)
 	go f.leases(rctx)
+	go f.reg.run(rctx)
 	return f, nil
+}
+
+// warmFeed starts the node's feed when the engine starts, rather than at
+// its first live stream: provisioning the workers' topics and writing the
+// lease takes a few hundred milliseconds on a real broker, and a client
+// that opens the node's first stream and then publishes would otherwise
+// publish before its stream's start and miss its own events (dialect R's
+// live.js ingest-fanout check on a fresh node). A failure is logged; the
+// first stream tries again. Owned by the engine's WaitGroup.
+func (e *Engine) warmFeed() {
+	defer e.wg.Done()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || e.feed != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	f, err := startFeed(ctx, e)
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.cfg.Logger.Warn().Err(err).Msg("engine: workers mode feed not started (the first live stream tries again)")
+		}
+		return
+	}
+	e.feed = f
 }
 
 // writeLease writes (or, gone, tombstones) the node's lease and waits for
@@ -222,29 +251,21 @@ func (s *Subscription) end(err error) {
 	s.stop(err)
 }
 
-// register writes s's registry entry (asynchronously: the markers that
-// answer it are what the subscription waits for).
+// register queues s's registry entry for the registry writer, which
+// retries it until it lands (asynchronously: the markers that answer it
+// are what the subscription waits for).
 func (f *feed) register(s *Subscription) {
 	v, err := json.Marshal(forward.NewSub(f.e.node, f.inc, uint64(s.id), s.t.tenant, s.filter))
 	if err != nil {
 		f.e.cfg.Logger.Error().Err(err).Msg("engine: registry entry")
 		return
 	}
-	f.produceRegistry(forward.SubKey(f.inc, uint64(s.id)), v)
+	f.reg.queue(string(forward.SubKey(f.inc, uint64(s.id))), v)
 }
 
-// unregister tombstones s's registry entry.
+// unregister queues the tombstone of s's registry entry.
 func (f *feed) unregister(s *Subscription) {
-	f.produceRegistry(forward.SubKey(f.inc, uint64(s.id)), nil)
-}
-
-func (f *feed) produceRegistry(key, value []byte) {
-	r := &kgo.Record{Topic: f.cfg.RegistryTopic, Key: key, Value: value}
-	f.e.admCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil {
-			f.e.cfg.Logger.Warn().Err(err).Str("topic", r.Topic).Str("key", string(r.Key)).Msg("engine: registry write")
-		}
-	})
+	f.reg.queue(string(forward.SubKey(f.inc, uint64(s.id))), nil)
 }
 
 // add makes t reachable by the run goroutine.
@@ -433,4 +454,81 @@ func (t *tail) register(s *Subscription) {
 		close(s.marksReady)
 	}
 	t.reg[s.id] = s
+}
+
+// handover is a forwarded-feed catch-up's caught-up marker sent before its
+// join. A catch-up joins the feed only once the workers have answered the
+// subscription's registration with their markers, which can take a while
+// (a worker finds a new tenant topic within its metadata age, then the
+// group rebalances) or never come (no worker runs). Meanwhile the catch-up
+// reads the topic itself; a replay it was asked for still ends at the
+// topic's end as of the catch-up's start: the caught-up marker goes out
+// there (an R stream's held replay window goes out with it), the catch-up
+// reads on, and its later join queues no second marker.
+type handover struct {
+	ends map[int32]int64 // the topic's end, listed once the markers were found missing
+	done bool            // the marker went out
+}
+
+// early sends the caught-up marker when s still awaits the workers'
+// markers and the catch-up (next) has read to the topic's end. The end is
+// listed once, with a few tries; when they all fail the catch-up reads on
+// and tries again at its next round (a failure is logged).
+func (h *handover) early(ctx context.Context, s *Subscription, next map[int32]int64, replayed uint64, fallback bool) {
+	if h.done || !s.t.awaitingMarks(s) {
+		return
+	}
+	if h.ends == nil && !h.listEnds(ctx, s) {
+		return
+	}
+	frontier := make([]cursor.PartitionOffset, 0, len(h.ends))
+	for p, end := range h.ends {
+		n, ok := next[p]
+		if !ok {
+			n = end // a partition the catch-up does not read
+		}
+		if n < end {
+			return // more to replay
+		}
+		frontier = append(frontier, cursor.PartitionOffset{Partition: p, Offset: n})
+	}
+	slices.SortFunc(frontier, func(a, b cursor.PartitionOffset) int { return int(a.Partition - b.Partition) })
+	// The catch-up is the only sender until it joins: room it waited for
+	// stays.
+	h.done = s.q.Offer(Delivery{Sequence: s.seq, Handover: &Handover{Fallback: fallback, Replayed: replayed, Frontier: frontier}})
+}
+
+// listEnds lists the end offsets of s's topic into h.ends, trying up to
+// four times, 250ms apart; it reports whether it did.
+func (h *handover) listEnds(ctx context.Context, s *Subscription) bool {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		var ends kadm.ListedOffsets
+		if ends, err = s.e.adm.ListEndOffsets(ctx, s.t.topic); err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			h.ends = map[int32]int64{}
+			ends.Each(func(lo kadm.ListedOffset) { h.ends[lo.Partition] = lo.Offset })
+			return true
+		}
+	}
+	if ctx.Err() == nil {
+		s.e.cfg.Logger.Warn().Err(err).Str("topic", s.t.topic).Msg("engine: end offsets for a catch-up's handover")
+	}
+	return false
+}
+
+// awaitingMarks reports whether s waits for workers' markers.
+func (t *tail) awaitingMarks(s *Subscription) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.feed != nil && s.marksMissing > 0
 }

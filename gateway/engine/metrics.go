@@ -16,6 +16,8 @@ type metrics struct {
 	delivered     prometheus.Counter     // events queued to a subscriber (live, catch-up, durable)
 	dropped       prometheus.Counter     // best_effort events dropped for a full queue
 	fallbacks     prometheus.Counter     // lossless subscribers moved back to catch-up reading
+	catchUps      prometheus.Gauge       // subscriptions reading their topic on their own client
+	regFailures   prometheus.Counter     // LiveWorkers: failed registry writes (each retried until it lands)
 	redelivered   *prometheus.CounterVec // tenant: at_least_once redeliveries
 	deadLettered  *prometheus.CounterVec // tenant: events written to the dead-letter topic
 	tenants       *tenantLabels
@@ -31,6 +33,10 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 		delivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_events_total", Help: "Events queued to subscribers (each subscriber counts once)."}),
 		dropped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dropped_total", Help: "best_effort events dropped because a subscriber's queue was full."}),
 		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
+		catchUps: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_catchups",
+			Help: "Subscriptions reading their topic on a client of their own: replays, fallbacks of slow lossless subscribers, and (--live-delivery workers) streams the filter workers have not answered yet."}),
+		regFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_registry_write_failures_total",
+			Help: "--live-delivery workers: failed attempts to write this node's subscription entries to the registry topic (each is retried until it lands)."}),
 		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total",
 			Help: "at_least_once redeliveries (ack timeout or a new stream), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
 		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total",
@@ -46,6 +52,9 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 	m.journal = newJournalMetrics(reg)
 	if reg != nil {
 		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
+	}
+	if reg != nil {
+		reg.MustRegister(m.catchUps, m.regFailures)
 	}
 	return m
 }

@@ -238,7 +238,9 @@ func (s *Subscription) startCatchUp(from []cursor.PartitionOffset, fallback bool
 func (s *Subscription) catchUp(ctx context.Context, from []cursor.PartitionOffset, done chan struct{}, fallback bool) {
 	defer s.e.wg.Done()
 	defer close(done)
+	s.e.metrics.catchUps.Inc()
 	err := s.readUntilJoined(ctx, from, fallback)
+	s.e.metrics.catchUps.Dec()
 	if err == nil {
 		return
 	}
@@ -266,14 +268,23 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
-	waited := s.marksReady == nil
+	// Forwarded feed: a live subscription's first catch-up waits for the
+	// workers' markers before it reads (they usually come before it would
+	// have read anything); a resume or a fallback has a replay to read and
+	// reads at once.
+	waited := s.marksReady == nil || fallback || !s.silent
+	var hand handover
 	for {
 		if err := s.waitRoom(ctx); err != nil {
 			return err
 		}
-		frontier, err := s.t.join(s, next, replayed, fallback || !s.silent, fallback)
+		marker := (fallback || !s.silent) && !hand.done
+		frontier, err := s.t.join(s, next, replayed, marker, fallback)
 		if err != nil || frontier != nil {
 			return err
+		}
+		if marker {
+			hand.early(ctx, s, next, replayed, fallback)
 		}
 		if !waited {
 			// Forwarded feed: the workers' markers usually come before a

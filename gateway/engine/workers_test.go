@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
@@ -333,4 +336,185 @@ func TestWorkersLeaseLostEndsForwardedSubscriptions(t *testing.T) {
 	if !errors.Is(sub.Err(), ErrRegistryLeaseLost) {
 		t.Fatalf("ended with %v, want ErrRegistryLeaseLost", sub.Err())
 	}
+}
+
+// A resume (From) in workers mode replays what it asked for and ends its
+// catch-up with the caught-up marker at once, although no worker has
+// answered its registration yet (a worker that has not yet found a new
+// tenant topic, or none at all): the marker is what ends an R stream's
+// held replay window, and dialect R's live.js resume check failed on it.
+// The catch-up keeps reading the topic itself, and once a worker's markers
+// come it joins the forwarded feed without a gap or a duplicate. Before
+// the fix the catch-up first waited MarkerWait without reading, then never
+// handed over until the markers came.
+func TestWorkersResumeHandsOverWithoutMarkers(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Forward.MarkerWait = LiveWorkers, "node-r", time.Hour
+	})
+	var want []string
+	for i := range 6 {
+		k.produce(int32(i%2), "message.sent", "s", i)
+		if i >= 2 {
+			want = append(want, fmt.Sprintf("evt_s_%d", i))
+		}
+	}
+	sub, err := n.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*"),
+		From: []cursor.PartitionOffset{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	expectStream(t, sub, want, 0)
+	d, ok := recv(t, sub)
+	if !ok || !d.CaughtUp() {
+		t.Fatalf("after the replay: %+v (ended: %v), want the caught-up marker", d, !ok)
+	}
+	if d.Replayed != 4 || d.Sequence != 4 {
+		t.Fatalf("handover after %d replayed, sequence %d; want 4, 4", d.Replayed, d.Sequence)
+	}
+	if joined(sub) {
+		t.Fatal("joined a feed no worker serves")
+	}
+	// Live events still come (the catch-up reads on), then a worker
+	// answers and the subscription joins its feed without a second marker.
+	k.produce(0, "message.sent", "s", 6)
+	expectStream(t, sub, []string{"evt_s_6"}, 4)
+	k.worker("g1")
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(sub) })
+	var more []string
+	for i := 7; i < 13; i++ {
+		k.produce(0, "message.sent", "s", i) // one partition: one order to expect
+		more = append(more, fmt.Sprintf("evt_s_%d", i))
+	}
+	for i, id := range more {
+		d, ok := recv(t, sub)
+		if !ok || d.CaughtUp() || d.Event.Attrs.ID != id || d.Sequence != uint64(6+i) {
+			t.Fatalf("after joining: %+v (ended: %v), want %s sequence %d", d, !ok, id, 6+i)
+		}
+	}
+}
+
+// refuseRegistryWrites makes the cluster refuse the next n produce
+// requests to the registry topic with a non-retriable error (franz-go
+// fails their records rather than retrying them itself).
+func (k *kafkaEnv) refuseRegistryWrites(n int) {
+	k.t.Helper()
+	info := k.cluster.TopicInfo(forward.DefaultRegistryTopic)
+	if info == nil {
+		k.t.Fatal("no registry topic")
+	}
+	k.cluster.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.ProduceRequest)
+		if n == 0 || !slices.ContainsFunc(req.Topics, func(t kmsg.ProduceRequestTopic) bool {
+			return t.Topic == forward.DefaultRegistryTopic || t.TopicID == info.TopicID
+		}) {
+			return nil, nil, false
+		}
+		n--
+		k.cluster.KeepControl()
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		resp.Version = req.Version
+		for _, t := range req.Topics {
+			rt := kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID}
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.ProduceResponseTopicPartition{
+					Partition: p.Partition, ErrorCode: kerr.PolicyViolation.Code, BaseOffset: -1})
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
+
+// A registration the broker refuses at first is retried until it lands:
+// the workers answer it and the subscription joins their feed. Before the
+// fix the write was fire-and-forget: refused once, the subscription read
+// its topic itself for good.
+func TestWorkersRegistrationRetriedUntilItLands(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	k.worker("g1")
+	reg := prometheus.NewRegistry()
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Registerer = LiveWorkers, "node-r", reg
+	})
+	ctx := context.Background()
+	// The first subscription starts the feed (its lease must land).
+	first, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	waitFor(t, "the first subscription joins the forwarded feed", func() bool { return joined(first) })
+
+	k.refuseRegistryWrites(3)
+	sub, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waitFor(t, "the refused registration lands and the subscription joins", func() bool { return joined(sub) })
+	if v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_delivery_registry_write_failures_total", nil); v < 1 {
+		t.Errorf("registry write failures counted %v, want at least 1", v)
+	}
+	k.produce(1, "task.progress", "s", 1)
+	expectStream(t, sub, []string{"evt_s_1"}, 0)
+}
+
+// A registry write that keeps failing is retried (and counted) until the
+// engine closes, and does not hold up Close.
+func TestWorkersFailingRegistryWritesStopOnClose(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	reg := prometheus.NewRegistry()
+	n := k.engine(func(c *Config) {
+		c.LiveDelivery, c.NodeID, c.Registerer = LiveWorkers, "node-r", reg
+		c.Forward.MarkerWait = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	first, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close() // its Subscribe started the feed: the lease landed
+	k.refuseRegistryWrites(1 << 30)
+	sub, err := n.Subscribe(ctx, Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	waitFor(t, "the refused registration is retried", func() bool {
+		v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_delivery_registry_write_failures_total", nil)
+		return v >= 2
+	})
+	closed := make(chan struct{})
+	go func() { n.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return within 20s while registry writes failed")
+	}
+}
+
+// A workers-mode node starts its feed (the workers' topics, its lease)
+// with the engine, not at its first live stream: that stream then starts
+// at once, and a client that opens it and publishes right after sees its
+// own events.
+func TestWorkersFeedStartsWithTheEngine(t *testing.T) {
+	k := newWorkersEnv(t, 2)
+	k.engine(func(c *Config) { c.LiveDelivery, c.NodeID = LiveWorkers, "node-early" })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.ConsumeTopics(forward.DefaultRegistryTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	leased := false
+	waitFor(t, "the node's lease in the registry before any stream", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			leased = leased || string(r.Key) == string(forward.LeaseKey("node-early"))
+		})
+		return leased
+	})
 }

@@ -22,9 +22,15 @@
 //
 // Concurrency: Run owns every goroutine it starts (the registry follower,
 // the lease sweeper) and waits for them before it returns. The state below
-// is guarded by Worker.mu; the forward loop holds it for a whole poll, the
-// registry follower for one record, so a marker is produced either before
-// or after all of a poll's forwards, never between them.
+// is guarded by Worker.mu; the forward loop holds it while it evaluates a
+// whole poll, the registry follower for one record, so a marker is queued
+// either before or after all of a poll's forwards, never between them.
+// Records are queued under Worker.mu and produced in queue order with no
+// lock held (send): Produce blocks while the client's buffer is full, and
+// the buffer frees only as produce callbacks return, so the callbacks take
+// no lock and never block. Whoever queues waits until its records are
+// handed to the client, which bounds the queue to one poll's forwards plus
+// one registry record's, assignment's or sweep's records per goroutine.
 package filterworker
 
 import (
@@ -35,11 +41,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -96,20 +104,40 @@ type Worker struct {
 	re      *regexp.Regexp
 	metrics metrics
 
-	mu         sync.Mutex
-	prod       *kgo.Client                 // set by Run before any goroutine uses it
-	nparts     int32                       // partitions of the delivery topic
-	regN       int32                       // partitions of the registry topic
-	subs       map[string]*entry           // by registry key
-	tenants    map[string]*tenantSubs      // by tenant
-	leases     map[string]lease            // by node
-	owned      map[string]map[int32]int64  // source topic → partition → next offset to process
-	nextID     filtering.ID                //
-	groups     map[forward.Target][]uint64 // scratch of the forward loop
-	order      []forward.Target            // scratch of the forward loop
-	produceErr error                       // first failed forward or marker
-	ids        []filtering.ID              // scratch of the forward loop
-	attrs      aep.Attrs                   // scratch of the forward loop
+	// produceErr is the first failed forward or marker; set by the
+	// produce callbacks, which take no lock.
+	produceErr atomic.Pointer[error]
+	onProduced func(*kgo.Record, error) // w.produced, bound once (a method value per Produce allocates)
+
+	mu      sync.Mutex
+	prod    *kgo.Client                // set by Run before any goroutine uses it
+	nparts  int32                      // partitions of the delivery topic
+	regN    int32                      // partitions of the registry topic
+	subs    map[string]*entry          // by registry key
+	tenants map[string]*tenantSubs     // by tenant
+	leases  map[string]lease           // by node
+	owned   map[string]map[int32]int64 // source topic → partition → next offset to process
+	// starts are assigned partitions the group had no committed offset
+	// for, at the end they started from: the forward loop commits them
+	// before it forwards from them (commitStarts).
+	starts map[string]map[int32]int64
+	nextID filtering.ID                //
+	groups map[forward.Target][]uint64 // scratch of the forward loop
+	order  []forward.Target            // scratch of the forward loop
+	ids    []filtering.ID              // scratch of the forward loop
+	attrs  aep.Attrs                   // scratch of the forward loop
+	out    outbox
+}
+
+// outbox holds the records queued under Worker.mu until one goroutine at a
+// time produces them, in order, with no lock held (Worker.send).
+type outbox struct {
+	recs     []*kgo.Record
+	spare    []*kgo.Record // the last batch's slice, cleared, for reuse
+	queued   uint64        // records ever queued
+	sent     uint64        // records ever handed to the producer
+	sending  bool          // a goroutine is producing a taken batch
+	progress *sync.Cond    // on Worker.mu: sent moved or sending ended
 }
 
 type entry struct {
@@ -163,7 +191,7 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg, re: TopicRegexp(cfg.Naming),
 		subs: map[string]*entry{}, tenants: map[string]*tenantSubs{}, leases: map[string]lease{},
-		owned: map[string]map[int32]int64{}, groups: map[forward.Target][]uint64{},
+		owned: map[string]map[int32]int64{}, groups: map[forward.Target][]uint64{}, starts: map[string]map[int32]int64{},
 		metrics: metrics{
 			read:          prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_filterworker_records_total", Help: "Source records the worker evaluated."}),
 			forwarded:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_filterworker_forwarded_total", Help: "Records forwarded to nodes (one per node a record matched on)."}),
@@ -171,6 +199,8 @@ func New(cfg Config) (*Worker, error) {
 			subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_filterworker_subscriptions", Help: "Live subscriptions registered."}),
 		},
 	}
+	w.out.progress = sync.NewCond(&w.mu)
+	w.onProduced = w.produced
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(w.metrics.read, w.metrics.forwarded, w.metrics.markers, w.metrics.subscriptions)
 	}
@@ -193,10 +223,19 @@ func (w *Worker) tenantOf(topic string) string {
 }
 
 // Run loads the registry, joins the group and forwards until ctx ends
-// (nil) or a forward fails (the error; the caller should exit, and the
-// group hands the partitions to the other workers from the committed
-// offsets). It waits for every goroutine it started.
+// (nil, also when it ends while Run is still starting) or a forward fails
+// (the error; the caller should exit, and the group hands the partitions
+// to the other workers from the committed offsets). It waits for every
+// goroutine it started.
 func (w *Worker) Run(ctx context.Context) error {
+	err := w.run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (w *Worker) run(ctx context.Context) error {
 	if w.cfg.Ensure != nil {
 		if err := w.cfg.Ensure(ctx); err != nil {
 			return fmt.Errorf("filterworker: %w", err)
@@ -234,14 +273,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.loadRegistry(ctx, reg, regParts); err != nil {
 		return err
 	}
-	w.sweep(time.Now())
+	w.sweep(ctx, time.Now())
 
 	src, err := kgo.NewClient(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
 		kgo.ConsumeRegex(), kgo.ConsumeTopics(w.re.String()), kgo.ConsumerGroup(w.cfg.Group),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.MetadataMaxAge(w.cfg.MetadataMaxAge), kgo.MetadataMinAge(min(w.cfg.MetadataMaxAge, 5*time.Second)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()), kgo.SessionTimeout(w.cfg.SessionTimeout),
-		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-			return w.assigned(ctx, adm, offs)
+		kgo.AdjustFetchOffsetsFn(func(actx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			return w.assigned(actx, ctx, adm, offs)
 		}),
 		kgo.OnPartitionsRevoked(w.revoked), kgo.OnPartitionsLost(w.revoked))...)
 	if err != nil {
@@ -287,18 +326,20 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		fs.EachError(func(topic string, p int32, err error) {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: fetch")
 		})
+		w.commitStarts(ctx, src)
 		w.mu.Lock()
 		fs.EachRecord(w.forwardLocked)
+		w.sendLocked(ctx)
 		w.mu.Unlock()
 		w.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("filterworker: poll")
 		if err := w.prod.Flush(ctx); err != nil {
 			return nil // ctx ended: the next owner forwards again from the commit
 		}
-		w.mu.Lock()
-		err := w.produceErr
-		w.mu.Unlock()
-		if err != nil {
-			return err
+		if ctx.Err() != nil {
+			return nil // forwards failed by the cancellation are forwarded again by the next owner
+		}
+		if err := w.produceErr.Load(); err != nil {
+			return *err
 		}
 		// Every forward of the poll is acknowledged: commit, without waiting
 		// (a commit lost to a rebalance only means the next owner forwards
@@ -310,6 +351,43 @@ func (w *Worker) forwardLoop(ctx context.Context, src *kgo.Client) error {
 		})
 		src.AllowRebalance()
 	}
+}
+
+// commitStarts commits, and waits for, the start of every assigned
+// partition the group had no committed offset for, before anything is
+// forwarded from it. Without it, a worker that died before its first
+// commit left none, and its replacement started at the end then: what
+// was published in between was never forwarded. A failed commit is
+// logged (the forward goes ahead: no worse than before).
+func (w *Worker) commitStarts(ctx context.Context, src *kgo.Client) {
+	w.mu.Lock()
+	if len(w.starts) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	offs := make(map[string]map[int32]kgo.EpochOffset, len(w.starts))
+	for topic, parts := range w.starts {
+		offs[topic] = make(map[int32]kgo.EpochOffset, len(parts))
+		for p, o := range parts {
+			offs[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
+	}
+	clear(w.starts)
+	w.mu.Unlock()
+	src.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err == nil {
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil && err == nil {
+						err = fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, perr)
+					}
+				}
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn().Err(err).Msg("filterworker: commit of the start offsets")
+		}
+	})
 }
 
 // forwardLocked evaluates one source record and produces it once per node
@@ -344,41 +422,86 @@ func (w *Worker) forwardLocked(r *kgo.Record) {
 	for _, to := range w.order {
 		hs := make([]kgo.RecordHeader, 0, len(r.Headers)+6)
 		hs = forward.AppendHeaders(append(hs, r.Headers...), to, r.Topic, r.Partition, r.Offset, r.Key, w.groups[to], false)
-		w.produceLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node),
+		w.queueLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node),
 			Value: r.Value, Headers: hs, Timestamp: r.Timestamp})
 		w.metrics.forwarded.Inc()
 		delete(w.groups, to)
 	}
 }
 
-// produceLocked produces r; a failure is kept for the forward loop, which
-// stops before committing. Must hold w.mu.
-func (w *Worker) produceLocked(r *kgo.Record) {
-	w.prod.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err == nil {
-			return
+// queueLocked queues r for the next send. Must hold w.mu.
+func (w *Worker) queueLocked(r *kgo.Record) {
+	w.out.recs = append(w.out.recs, r)
+	w.out.queued++
+}
+
+// sendLocked returns once every record queued so far is handed to the
+// producer, in queue order, or once ctx ends. It produces them itself
+// unless another goroutine is producing a batch, and never holds w.mu
+// while it calls Produce (which blocks while the producer's buffer is
+// full, until ctx ends). Must hold w.mu; releases it meanwhile.
+func (w *Worker) sendLocked(ctx context.Context) {
+	o := &w.out
+	for target := o.queued; o.sent < target && ctx.Err() == nil; {
+		if o.sending {
+			// Woken by the sender, or by ctx's end: a sender stuck on a
+			// broker that does not answer must not hold up shutdown.
+			stop := context.AfterFunc(ctx, func() {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				o.progress.Broadcast()
+			})
+			o.progress.Wait()
+			stop()
+			continue
+		}
+		batch := o.recs
+		o.recs, o.spare, o.sending = o.spare, nil, true
+		w.mu.Unlock()
+		for _, r := range batch {
+			w.prod.Produce(ctx, r, w.onProduced)
 		}
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.produceErr == nil {
-			w.produceErr = fmt.Errorf("filterworker: forward to %s[%d]: %w", r.Topic, r.Partition, err)
-		}
-	})
+		o.sent += uint64(len(batch))
+		clear(batch)
+		o.spare, o.sending = batch[:0], false
+		o.progress.Broadcast()
+	}
+}
+
+// produced is the callback of every produced record: it keeps the first
+// failure for the forward loop, which stops before committing. It takes no
+// lock: franz-go runs callbacks one at a time and frees buffer space only
+// after each returns.
+func (w *Worker) produced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	if r.Topic == w.cfg.RegistryTopic {
+		// A sweep's tombstone: every worker writes them, the next sweep
+		// again; losing one costs nothing.
+		w.cfg.Logger.Warn().Err(err).Str("key", string(r.Key)).Msg("filterworker: registry tombstone")
+		return
+	}
+	err = fmt.Errorf("filterworker: forward to %s[%d]: %w", r.Topic, r.Partition, err)
+	w.produceErr.CompareAndSwap(nil, &err)
 }
 
 // markLocked tells the node of target that the listed subscriptions are
 // evaluated from offset on in topic's partition p. Must hold w.mu.
 func (w *Worker) markLocked(to forward.Target, topic string, p int32, offset int64, ids []uint64) {
 	hs := forward.AppendHeaders(nil, to, topic, p, offset, nil, ids, true)
-	w.produceLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node), Headers: hs})
+	w.queueLocked(&kgo.Record{Topic: w.cfg.DeliveryTopic, Partition: to.Partition, Key: []byte(to.Node), Headers: hs})
 	w.metrics.markers.Inc()
 }
 
 // assigned resolves the start offset of every newly assigned partition
 // (the committed offset, or the end now when there is none), records it
 // as the partition's position and sends the markers of every registered
-// subscription of its tenant.
-func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+// subscription of its tenant. ctx bounds the listing; the markers go out
+// with sendCtx, Run's: a sender may carry other goroutines' records (a
+// poll's forwards), which must not fail because a rebalance ended.
+func (w *Worker) assigned(ctx, sendCtx context.Context, adm *kadm.Client, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	var unresolved []string
 	for topic, parts := range offs {
 		for _, o := range parts {
@@ -406,12 +529,19 @@ func (w *Worker) assigned(ctx context.Context, adm *kadm.Client, offs map[string
 					return nil, fmt.Errorf("filterworker: no end offset for %s[%d]", topic, p)
 				}
 				parts[p] = kgo.NewOffset().At(lo.Offset).WithEpoch(-1)
+				w.mu.Lock()
+				if w.starts[topic] == nil {
+					w.starts[topic] = map[int32]int64{}
+				}
+				w.starts[topic][p] = lo.Offset
+				w.mu.Unlock()
 			}
 		}
 	}
 	w.cfg.Logger.Info().Interface("partitions", offs).Msg("filterworker: assigned")
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.sendLocked(sendCtx)
 	for topic, parts := range offs {
 		if w.owned[topic] == nil {
 			w.owned[topic] = map[int32]int64{}
@@ -454,6 +584,10 @@ func (w *Worker) revoked(_ context.Context, _ *kgo.Client, lost map[string][]int
 	for topic, parts := range lost {
 		for _, p := range parts {
 			delete(w.owned[topic], p)
+			delete(w.starts[topic], p)
+		}
+		if len(w.starts[topic]) == 0 {
+			delete(w.starts, topic)
 		}
 		if len(w.owned[topic]) == 0 {
 			delete(w.owned, topic)
@@ -478,7 +612,7 @@ func (w *Worker) loadRegistry(ctx context.Context, reg *kgo.Client, ends kadm.Li
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: registry fetch")
 		})
 		fs.EachRecord(func(r *kgo.Record) {
-			w.apply(r, false)
+			w.apply(ctx, r, false)
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
@@ -496,15 +630,21 @@ func (w *Worker) followRegistry(ctx context.Context, reg *kgo.Client) {
 		fs.EachError(func(topic string, p int32, err error) {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("filterworker: registry fetch")
 		})
-		fs.EachRecord(func(r *kgo.Record) { w.apply(r, true) })
+		fs.EachRecord(func(r *kgo.Record) { w.apply(ctx, r, true) })
 	}
 }
 
 // apply applies one registry record; mark answers a new subscription with
 // markers (not while loading: the assignments send them).
-func (w *Worker) apply(r *kgo.Record, mark bool) {
+func (w *Worker) apply(ctx context.Context, r *kgo.Record, mark bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.applyLocked(r, mark)
+	w.sendLocked(ctx)
+}
+
+// applyLocked applies r and queues its markers. Must hold w.mu.
+func (w *Worker) applyLocked(r *kgo.Record, mark bool) {
 	if node, ok := forward.IsLeaseKey(r.Key); ok {
 		if r.Value == nil {
 			delete(w.leases, node)
@@ -589,7 +729,7 @@ func (w *Worker) sweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			w.sweep(now)
+			w.sweep(ctx, now)
 		}
 	}
 }
@@ -597,14 +737,15 @@ func (w *Worker) sweeper(ctx context.Context) {
 // sweep drops the subscriptions of nodes whose lease expired, was
 // tombstoned or names another incarnation, and tombstones them in the
 // registry (every worker does; the tombstones are idempotent).
-func (w *Worker) sweep(now time.Time) {
+func (w *Worker) sweep(ctx context.Context, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.sendLocked(ctx)
 	keys := w.dropLocked(func(e *entry) bool {
 		l, ok := w.leases[e.sub.Node]
 		return !ok || l.inc != e.sub.Incarnation || now.After(l.expires)
 	})
 	for _, k := range keys {
-		w.prod.Produce(context.Background(), &kgo.Record{Topic: w.cfg.RegistryTopic, Partition: partitioning.Partition([]byte(k), w.regN), Key: []byte(k)}, nil)
+		w.queueLocked(&kgo.Record{Topic: w.cfg.RegistryTopic, Partition: partitioning.Partition([]byte(k), w.regN), Key: []byte(k)})
 	}
 }
