@@ -429,7 +429,8 @@ func (c *Conn) ping() {
 	} else {
 		c.pingSent.Store(now.UnixNano())
 		if err := c.ws.Ping(c.cfg.WriteTimeout); err != nil {
-			return // the socket is closed: the reader returns
+			c.writeFailed(err)
+			return
 		}
 	}
 	c.rearmBeat(every)
@@ -453,10 +454,19 @@ func (c *Conn) beat() {
 	if c.beating.Load() {
 		var buf [128]byte
 		if err := c.ws.Write(AppendFrame(buf[:0], opText, c.cfg.Heartbeat.Frame()), c.cfg.WriteTimeout, false); err != nil {
-			return // the socket is closed: the reader returns
+			c.writeFailed(err)
+			return
 		}
 	}
 	c.rearmBeat(every)
+}
+
+// writeFailed ends the connection after a heartbeat's write failed (the
+// socket is shut down): the writer stops for good, which ends a parked
+// connection; a reader in Serve reads the end of the socket and returns.
+func (c *Conn) writeFailed(err error) {
+	c.log.Debug().Err(err).Msg("transport: websocket heartbeat write")
+	c.stopWriter()
 }
 
 // truncReason keeps a close reason within the 123 bytes a close frame

@@ -120,7 +120,7 @@ func (s *Socket) writeLocked(b []byte, timeout time.Duration, closes bool) error
 		// A frame may be cut: nothing can follow it. The reader returns.
 		s.closeSent = true
 		s.sentAny.Store(true)
-		_ = s.nc.Close()
+		s.kill()
 		return fmt.Errorf("transport: websocket write: %w", err)
 	}
 	if closes && !s.gotClose.Load() {
@@ -163,9 +163,32 @@ func (s *Socket) SetReadDeadline(t time.Time) {
 	s.wmu.Unlock()
 }
 
-// Abort closes the TCP connection at once (a blocked read or write
-// returns).
-func (s *Socket) Abort() { _ = s.nc.Close() }
+// Abort ends the TCP connection's traffic at once (a blocked read or
+// write returns); Finish closes it.
+func (s *Socket) Abort() { s.kill() }
+
+// halfCloser is a connection that can stop each direction without giving
+// up its descriptor (*net.TCPConn, *net.UnixConn).
+type halfCloser interface {
+	CloseRead() error
+	CloseWrite() error
+}
+
+// kill ends the connection's traffic without closing its descriptor, so
+// that its number cannot be reused while a poller may still watch it
+// (internal/netpoll: Remove before Close): a blocked read returns end of
+// file, writes fail, the peer sees the end. Finish closes the descriptor,
+// after the connection left the poller. A connection that cannot shut
+// down one direction (no descriptor of its own, e.g. TLS: never parked)
+// is closed.
+func (s *Socket) kill() {
+	if hc, ok := s.nc.(halfCloser); ok {
+		_ = hc.CloseWrite()
+		_ = hc.CloseRead()
+		return
+	}
+	_ = s.nc.Close()
+}
 
 // Finish ends the connection: when our close frame went out and the
 // peer's has not come, it reads (and drops) what the peer still sends

@@ -1,0 +1,270 @@
+//go:build linux
+
+package transport_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
+	"github.com/aep-gateway/aep-gateway/internal/queue"
+)
+
+// faultConn is a real TCP connection with two faults on demand: its writes
+// fail (failWrite: the error a reset peer gives), and its Close runs
+// onClose after the descriptor was released, so that a test can act
+// while a closed descriptor's number is free.
+type faultConn struct {
+	*net.TCPConn
+	fd        int
+	failWrite atomic.Bool
+	closes    atomic.Int32
+	onClose   func(*faultConn)
+}
+
+func (c *faultConn) Write(b []byte) (int, error) {
+	if c.failWrite.Load() {
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}
+	}
+	return c.TCPConn.Write(b)
+}
+
+func (c *faultConn) Close() error {
+	err := c.TCPConn.Close()
+	if c.closes.Add(1) == 1 && c.onClose != nil {
+		c.onClose(c)
+	}
+	return err
+}
+
+// faultListener hands out faultConns, in accept order on conns. With
+// turns set, each accept waits for a token there first: a test decides
+// when the server takes a descriptor for a connection the client made.
+type faultListener struct {
+	net.Listener
+	conns chan *faultConn
+	turns chan struct{}
+}
+
+func (l *faultListener) Accept() (net.Conn, error) {
+	if l.turns != nil {
+		<-l.turns
+	}
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := nc.(*net.TCPConn)
+	fc := &faultConn{TCPConn: tc, fd: -1}
+	if rc, err := tc.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { fc.fd = int(fd) })
+	}
+	l.conns <- fc
+	return fc, nil
+}
+
+// faultServer serves parked, echoing WebSocket connections (Ready on the
+// first message, as newWSParkServer) over a faultListener; tune adjusts
+// each connection's WSConfig. feeds gets each connection's pump queue.
+type faultServer struct {
+	url           string
+	hub           *transport.Hub
+	ln            *faultListener
+	feeds         chan *queue.Queue[string]
+	served, ended atomic.Int64
+}
+
+func newFaultServer(t *testing.T, tune func(*transport.WSConfig)) *faultServer {
+	return newFaultServerTurns(t, tune, nil)
+}
+
+func newFaultServerTurns(t *testing.T, tune func(*transport.WSConfig), turns chan struct{}) *faultServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &faultServer{hub: transport.NewHub(0), ln: &faultListener{Listener: ln, conns: make(chan *faultConn, 100), turns: turns},
+		feeds: make(chan *queue.Queue[string], 100)}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stream, err := fs.hub.Enter("t", nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{})
+		if err != nil {
+			stream.Leave()
+			return
+		}
+		cfg := transport.WSConfig{
+			HandshakeTimeout: 5 * time.Second,
+			Stream:           stream,
+			Ended:            func() { fs.ended.Add(1); stream.Leave() },
+		}
+		if tune != nil {
+			tune(&cfg)
+		}
+		c := transport.NewConn(ws, cfg)
+		stream.OnShutdown(func() { c.CloseAfter(nil, websocket.StatusGoingAway, "shutdown") })
+		q := queue.New[string](16)
+		transport.Pump(c, q, func(s string) bool { return c.Send([]byte("fed:" + s)) }, func(bool) {})
+		fs.feeds <- q
+		c.Serve(func(_ websocket.MessageType, data []byte) bool {
+			c.Ready()
+			c.StartHeartbeat()
+			return c.Send([]byte("echo:" + string(data)))
+		}, q.End)
+		fs.served.Add(1)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(fs.ln) }()
+	t.Cleanup(func() {
+		if turns != nil {
+			close(turns)
+		}
+		_ = srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = fs.hub.Shutdown(ctx)
+	})
+	fs.url = "ws://" + ln.Addr().String()
+	return fs
+}
+
+// connect dials, exchanges one message (which makes the connection Ready)
+// and waits until it parked; it returns the client and the server's side.
+func (fs *faultServer) connect(t *testing.T) (*websocket.Conn, *faultConn, *queue.Queue[string]) {
+	t.Helper()
+	return fs.connectOver(t, nil)
+}
+
+// connectOver is connect over nc, a TCP connection dialed already (nil:
+// dial one).
+func (fs *faultServer) connectOver(t *testing.T, nc net.Conn) (*websocket.Conn, *faultConn, *queue.Queue[string]) {
+	t.Helper()
+	before := fs.served.Load()
+	var cl *websocket.Conn
+	if nc == nil {
+		cl = dial(t, fs.url)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return nc, nil }}}
+		var err error
+		if cl, _, err = websocket.Dial(ctx, fs.url, &websocket.DialOptions{HTTPClient: hc}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.CloseNow() })
+	}
+	fc, feed := <-fs.ln.conns, <-fs.feeds
+	echo(t, cl, "hi")
+	waitUntil(t, "the connection to park", func() bool { return fs.served.Load() == before+1 })
+	return cl, fc, feed
+}
+
+// echo sends msg and wants its echo within 5 s.
+func echo(t *testing.T, cl *websocket.Conn, msg string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := cl.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+		t.Fatalf("write %q: %v", msg, err)
+	}
+	if _, b, err := cl.Read(ctx); err != nil || string(b) != "echo:"+msg {
+		t.Fatalf("echo of %q: read %q, %v", msg, b, err)
+	}
+}
+
+// openFDs is the number of descriptors the process holds.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// A parked connection whose write fails gives its descriptor up only once
+// the poller no longer watches it: a connection that gets the same
+// descriptor number meanwhile is still watched afterwards (it reads).
+func TestParkedConnWriteFailureKeepsAReusedDescriptorWatched(t *testing.T) {
+	turns := make(chan struct{}, 1)
+	fs := newFaultServerTurns(t, nil, turns)
+	turns <- struct{}{}
+	_, a, feedA := fs.connect(t)
+	// B's client socket exists before A's number is freed (it must not
+	// take it); the server accepts B only once it is.
+	nb, err := net.Dial("tcp", fs.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	closing := make(chan struct{})
+	a.onClose = func(*faultConn) {
+		close(closing)
+		<-released // A's number is free: B takes it meanwhile
+	}
+	a.failWrite.Store(true)
+	feedA.Offer("x") // A's writer fails
+	select {
+	case <-closing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failed connection was never closed")
+	}
+	turns <- struct{}{}
+	b, bc, _ := fs.connectOver(t, nb)
+	if bc.fd != a.fd {
+		t.Fatalf("the new connection has descriptor %d, not the freed %d: nothing to show", bc.fd, a.fd)
+	}
+	close(released)
+	waitUntil(t, "the failed connection's end", func() bool { return fs.ended.Load() == 1 })
+	echo(t, b, "still watched") // B's message wakes the poller
+	if got := fs.hub.ParkedWebSockets(); got != 1 {
+		t.Fatalf("ParkedWebSockets = %d, want 1 (B)", got)
+	}
+}
+
+// A ping or heartbeat frame that cannot be written while the connection
+// is parked (no reader to notice) ends the connection cleanly: Ended once,
+// its admission left, its descriptor closed, no goroutine of it left.
+func TestParkedConnHeartbeatWriteFailureEndsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hb   transport.Heartbeat
+	}{
+		{"protocol-ping", transport.Heartbeat{Every: 20 * time.Millisecond}},
+		{"frame", transport.Heartbeat{Every: 20 * time.Millisecond, Frame: func() []byte { return []byte("hb") }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFaultServer(t, func(c *transport.WSConfig) { c.Heartbeat = tc.hb })
+			goroutines, fds := runtime.NumGoroutine(), openFDs(t)
+			cl, a, _ := fs.connect(t)
+			a.failWrite.Store(true)
+			waitUntil(t, "the connection's end", func() bool { return fs.ended.Load() == 1 })
+			if n := fs.hub.Open("t"); n != 0 {
+				t.Fatalf("%d streams still admitted", n)
+			}
+			if n := fs.hub.ParkedWebSockets(); n != 0 {
+				t.Fatalf("ParkedWebSockets = %d, want 0", n)
+			}
+			_ = cl.CloseNow()
+			waitUntil(t, "the descriptors and goroutines to go", func() bool {
+				return a.closes.Load() >= 1 && openFDs(t) <= fds && runtime.NumGoroutine() <= goroutines
+			})
+			if n := fs.ended.Load(); n != 1 {
+				t.Fatalf("Ended ran %d times, want 1", n)
+			}
+		})
+	}
+}
