@@ -194,7 +194,7 @@ func (h *Hub) acquirePoller() *netpoll.Poller {
 		if h.pollFailed {
 			return nil
 		}
-		p, err := netpoll.New()
+		p, err := netpoll.New(netpoll.Options{})
 		if err != nil {
 			// unsupported: never again; out of descriptors: the next stream tries again
 			h.pollFailed = errors.Is(err, netpoll.ErrUnsupported)

@@ -17,5 +17,13 @@
 //
 // Ownership: a Poller owns its one goroutine; Close stops it and waits for it. Every
 // method of Poller and Handle is safe for concurrent use. Remove a Handle before closing
-// its connection: a closed descriptor number may be reused by the next connection.
+// its connection: a closed descriptor number may be reused by the next connection, and a
+// late Remove (EPOLL_CTL_DEL, by number) would then unwatch that one. An owner that must
+// end a watched connection's traffic first shuts it down (shutdown(2) keeps the number).
+//
+// Failure: when epoll_wait fails with anything but EINTR the instance is unusable and the
+// goroutine returns; Options.OnFail is told once (on that goroutine, so it must not
+// block), and from then on Add and Rearm return ErrFailed instead of accepting
+// descriptors nothing will report on: the owner moves its connections to goroutines.
+// Poller.Fail injects that failure, for the owners' tests.
 package netpoll

@@ -8,6 +8,7 @@ import (
 	"net"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
@@ -35,7 +36,7 @@ func pair(t *testing.T) (server, client net.Conn) {
 
 func newPoller(t *testing.T) *netpoll.Poller {
 	t.Helper()
-	p, err := netpoll.New()
+	p, err := netpoll.New(netpoll.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestRemoveIsIdempotentAndUnwatches(t *testing.T) {
 }
 
 func TestCloseJoinsAndRefuses(t *testing.T) {
-	p, err := netpoll.New()
+	p, err := netpoll.New(netpoll.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +218,50 @@ func TestManyConnections(t *testing.T) {
 	}
 	if w := p.Watched(); w != 0 {
 		t.Fatalf("watched %d after removing all", w)
+	}
+}
+
+// A poller whose wait fails says so once (OnFail, with the cause), and
+// refuses from then on (ErrFailed, wrapping the cause) instead of
+// accepting descriptors it will never report on; Remove and Close still
+// work.
+func TestWaitFailureIsReportedAndRefuses(t *testing.T) {
+	errBroken := errors.New("epoll broken")
+	failed := make(chan error, 2)
+	p, err := netpoll.New(netpoll.Options{OnFail: func(err error) { failed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, _ := pair(t)
+	h, err := p.Add(srv.(syscall.Conn), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Fail(errBroken)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, errBroken) {
+			t.Fatalf("OnFail told %v, want the wait's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failure was never reported")
+	}
+	srv2, _ := pair(t)
+	if _, err := p.Add(srv2.(syscall.Conn), func() {}); !errors.Is(err, netpoll.ErrFailed) || !errors.Is(err, errBroken) {
+		t.Fatalf("Add after the failure: %v, want ErrFailed wrapping the cause", err)
+	}
+	if err := h.Rearm(); !errors.Is(err, netpoll.ErrFailed) {
+		t.Fatalf("Rearm after the failure: %v, want ErrFailed", err)
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatalf("Remove after the failure: %v", err)
+	}
+	p.Fail(errors.New("again")) // no second report
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 0 {
+		t.Fatalf("OnFail ran again: %v", <-failed)
 	}
 }
