@@ -145,8 +145,11 @@ type Conn struct {
 	ending    bool           // guarded by life
 	wstop     bool           // guarded by life
 	parked    bool           // guarded by life
+	polled    bool           // on the poller now (parked, not unparked nor ending); guarded by life
+	unparked  atomic.Bool    // moved off the failed poller: its reader reads on
 	noPark    bool           // reader only: parking failed once, do not retry
 	poll      *netpollHandle // guarded by life (set once when parking)
+	pset      *pollSet       // the Hub's poller it holds; guarded by life (set once when parking)
 	sc        syscall.Conn   // the parked socket's descriptor; set before poll
 	ends      []func(int64)  // the OnPark hooks' ends; set when parking
 	beatTimer *time.Timer    // guarded by life

@@ -3,17 +3,22 @@
 package transport_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
@@ -84,16 +89,30 @@ type faultServer struct {
 }
 
 func newFaultServer(t *testing.T, tune func(*transport.WSConfig)) *faultServer {
-	return newFaultServerTurns(t, tune, nil)
+	return newFaultServerWith(t, faultOpts{tune: tune})
 }
 
-func newFaultServerTurns(t *testing.T, tune func(*transport.WSConfig), turns chan struct{}) *faultServer {
+// faultOpts are a faultServer's options: tune adjusts each connection's
+// WSConfig, turns gates accepts (faultListener), hub admits the streams
+// (nil: a new Hub).
+type faultOpts struct {
+	tune  func(*transport.WSConfig)
+	turns chan struct{}
+	hub   *transport.Hub
+}
+
+func newFaultServerWith(t *testing.T, o faultOpts) *faultServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := &faultServer{hub: transport.NewHub(0), ln: &faultListener{Listener: ln, conns: make(chan *faultConn, 100), turns: turns},
+	hub := o.hub
+	if hub == nil {
+		hub = transport.NewHub(0)
+	}
+	tune, turns := o.tune, o.turns
+	fs := &faultServer{hub: hub, ln: &faultListener{Listener: ln, conns: make(chan *faultConn, 100), turns: turns},
 		feeds: make(chan *queue.Queue[string], 100)}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stream, err := fs.hub.Enter("t", nil)
@@ -200,7 +219,7 @@ func openFDs(t *testing.T) int {
 // descriptor number meanwhile is still watched afterwards (it reads).
 func TestParkedConnWriteFailureKeepsAReusedDescriptorWatched(t *testing.T) {
 	turns := make(chan struct{}, 1)
-	fs := newFaultServerTurns(t, nil, turns)
+	fs := newFaultServerWith(t, faultOpts{turns: turns})
 	turns <- struct{}{}
 	_, a, feedA := fs.connect(t)
 	// B's client socket exists before A's number is freed (it must not
@@ -266,5 +285,122 @@ func TestParkedConnHeartbeatWriteFailureEndsIt(t *testing.T) {
 				t.Fatalf("Ended ran %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// readLines reads n lines of an SSE body and wants them.
+func readLines(t *testing.T, br *bufio.Reader, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		line, err := br.ReadString('\n')
+		if err != nil || strings.TrimRight(line, "\n") != w {
+			t.Fatalf("line %q (%v), want %q", line, err, w)
+		}
+	}
+}
+
+// When the Hub's poller fails (its epoll_wait), the failure is logged,
+// counted and reported (PollerErr, which /readyz shows), every parked
+// stream, SSE and WebSocket, moves to a goroutine of its own and goes on
+// working and ending as before, and no new stream parks.
+func TestPollerFailureMovesParkedStreamsToGoroutines(t *testing.T) {
+	hub := transport.NewHub(0)
+	var logs syncBuffer
+	hub.SetLogger(zerolog.New(&logs))
+	ch := queue.New[string](8)
+	sse := startParkServerOn(t, hub, transport.SSEConfig{Heartbeat: time.Hour}, ch, nil, false)
+	fs := newFaultServerWith(t, faultOpts{hub: hub})
+	resp := get(t, sse.hs.URL)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	readLines(t, br, ": stream open", "")
+	<-sse.returned
+	a, _, feedA := fs.connect(t)
+	b, _, _ := fs.connect(t)
+	if p, w := hub.Parked(), hub.ParkedWebSockets(); p != 1 || w != 2 {
+		t.Fatalf("%d SSE streams and %d WebSockets parked, want 1 and 2", p, w)
+	}
+
+	if !hub.FailPoller(errors.New("injected epoll failure")) {
+		t.Fatal("no poller to fail")
+	}
+	waitUntil(t, "every stream off the poller", func() bool { return hub.Parked() == 0 && hub.ParkedWebSockets() == 0 })
+	if n, err := hub.PollerFailures(), hub.PollerErr(); n != 1 || err == nil || !strings.Contains(err.Error(), "injected epoll failure") {
+		t.Fatalf("PollerFailures %d, PollerErr %v: want 1 and the cause", n, err)
+	}
+	waitUntil(t, "the failure logged", func() bool { return strings.Contains(logs.String(), "the poller failed") })
+
+	// They go on working: reads, pumped writes, SSE data.
+	echo(t, a, "after the failure")
+	feedA.Offer("x")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, got, err := a.Read(ctx); err != nil || string(got) != "fed:x" {
+		t.Fatalf("pumped after the failure: %q, %v", got, err)
+	}
+	ch.Offer("s")
+	readLines(t, br, "data: s", "")
+	// A client that leaves still ends its stream, once.
+	_ = b.CloseNow()
+	waitUntil(t, "the left WebSocket's end", func() bool { return fs.ended.Load() == 1 })
+	ch.End()
+	<-sse.ended
+
+	// New streams keep their goroutines: after two messages a WebSocket
+	// that parked after the first would count as parked.
+	c := dial(t, fs.url)
+	<-fs.ln.conns
+	<-fs.feeds
+	echo(t, c, "one")
+	echo(t, c, "two")
+	ch2 := queue.New[string](1)
+	sse2 := startParkServerOn(t, hub, transport.SSEConfig{Heartbeat: time.Hour}, ch2, nil, false)
+	resp2 := get(t, sse2.hs.URL)
+	defer resp2.Body.Close()
+	br2 := bufio.NewReader(resp2.Body)
+	ch2.Offer("y") // a parked stream would count as parked before it writes this
+	readLines(t, br2, ": stream open", "", "data: y", "")
+	if p, w := hub.Parked(), hub.ParkedWebSockets(); p != 0 || w != 0 {
+		t.Fatalf("after the failure %d SSE streams and %d WebSockets parked, want none", p, w)
+	}
+	ch2.End()
+	<-sse2.ended
+	closed := make(chan websocket.StatusCode, 2)
+	for _, cl := range []*websocket.Conn{a, c} {
+		go func() {
+			_, _, err := cl.Read(context.Background()) // answers the close
+			closed <- websocket.CloseStatus(err)
+		}()
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := hub.Shutdown(ctx2); err != nil {
+		t.Fatalf("shutdown after the failure: %v", err)
+	}
+	if n := fs.ended.Load(); n != 3 {
+		t.Fatalf("%d WebSockets ended, want 3", n)
+	}
+	for range 2 {
+		if st := <-closed; st != websocket.StatusGoingAway {
+			t.Fatalf("closed with %d, want 1001", st)
+		}
 	}
 }

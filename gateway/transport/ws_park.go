@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"syscall"
 
@@ -74,14 +75,14 @@ func (c *Conn) park() bool {
 		return false
 	}
 	hub := c.cfg.Stream.h
-	p := hub.acquirePoller()
-	if p == nil {
+	ps := hub.acquirePoller()
+	if ps == nil {
 		c.noPark = true
 		return false
 	}
-	parked, err := c.watch(p, sc)
+	parked, err := c.watch(ps, sc)
 	if !parked {
-		hub.releasePoller()
+		hub.releasePoller(ps)
 	}
 	if err != nil {
 		c.noPark = true
@@ -92,18 +93,22 @@ func (c *Conn) park() bool {
 
 // watch adds the connection to p unless it is ending (then the reader sees
 // it through).
-func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
+func (c *Conn) watch(ps *pollSet, sc syscall.Conn) (bool, error) {
 	c.life.Lock()
 	defer c.life.Unlock()
 	if c.wstop || c.ending {
 		return false, nil
 	}
 	c.sc = sc // before Add: the callback may run at once
-	h, err := p.Add(sc, c.wake)
+	h, err := ps.p.Add(sc, c.wake)
 	if err != nil {
 		return false, err
 	}
-	c.poll, c.parked = h, true
+	if !c.cfg.Stream.h.track(ps, c) {
+		_ = h.Remove()
+		return false, netpoll.ErrFailed
+	}
+	c.poll, c.pset, c.parked, c.polled = h, ps, true, true
 	c.cfg.Stream.h.parkedWS.Add(1)
 	if c.ws.hooks != nil {
 		// The middleware that measures requests when their handler
@@ -126,16 +131,57 @@ func (c *Conn) wake() {
 }
 
 // readParked reads and handles one message of a parked connection, then
-// watches the socket again; the connection ends when reading does.
+// watches the socket again; the connection ends when reading does. Once
+// the connection left the failed poller (unparked) it goes on reading, as
+// Serve does.
 func (c *Conn) readParked() {
-	if !c.readOne() {
-		c.endParked()
-		return
+	for {
+		if !c.readOne() {
+			c.endParked()
+			return
+		}
+		if c.unparked.Load() {
+			continue
+		}
+		err := c.poll.Rearm()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, netpoll.ErrFailed):
+			c.leavePoller() // before the Hub's unpark comes: read on
+		default:
+			c.log.Debug().Err(err).Msg("transport: websocket rearm")
+			c.endParked()
+			return
+		}
 	}
-	if err := c.poll.Rearm(); err != nil {
-		c.log.Debug().Err(err).Msg("transport: websocket rearm")
-		c.endParked()
+}
+
+// unpark moves the connection off the failed poller to a reader goroutine
+// of its own (readParked, reading on), unless it is ending.
+func (c *Conn) unpark() {
+	if c.leavePoller() {
+		c.reading.kick(c, c.readParked)
 	}
+}
+
+// leavePoller takes the connection off the poller for good (it failed);
+// false when it was off already or is ending.
+func (c *Conn) leavePoller() bool {
+	c.life.Lock()
+	if !c.polled || c.ending {
+		c.life.Unlock()
+		return false
+	}
+	c.polled = false
+	c.unparked.Store(true)
+	h, ps := c.poll, c.pset
+	c.life.Unlock()
+	_ = h.Remove()
+	hub := c.cfg.Stream.h
+	hub.untrack(ps, c)
+	hub.parkedWS.Add(-1)
+	return true
 }
 
 // endParked ends a parked connection (once): the poller stops watching
@@ -149,13 +195,20 @@ func (c *Conn) endParked() {
 	c.endOnce.Do(func() {
 		end := func() {
 			c.life.Lock() // watch sets poll under it, maybe after the callback ran
-			h := c.poll
+			h, ps, polled := c.poll, c.pset, c.polled
+			c.polled = false
 			c.life.Unlock()
+			// Remove before the descriptor is closed (shut): its number
+			// may go to the next connection at once.
 			if err := h.Remove(); err != nil {
 				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
 			}
-			c.cfg.Stream.h.parkedWS.Add(-1)
-			c.cfg.Stream.h.releasePoller()
+			hub := c.cfg.Stream.h
+			if polled {
+				hub.untrack(ps, c)
+				hub.parkedWS.Add(-1)
+			}
+			hub.releasePoller(ps)
 			c.shut()
 			for _, end := range c.ends {
 				end(c.ws.Written())
