@@ -36,7 +36,21 @@ type Poller struct {
 	hmu     sync.Mutex
 	handles map[int32]*Handle // by token; guarded by hmu
 	next    int32             // last token given; guarded by hmu
+
+	// Fired handles wait in fired for one of at most maxDispatchers
+	// goroutines, started as they come and gone when none is left: the
+	// poller's goroutine only waits and queues, so a slow callback delays
+	// the ones behind it on its dispatcher, not every connection. A handle
+	// is queued at most once until Rearm (one-shot), so fired holds at
+	// most one entry per handle.
+	dmu         sync.Mutex
+	fired       []*Handle // guarded by dmu
+	dispatchers int       // running; guarded by dmu
+	dwg         sync.WaitGroup
 }
+
+// maxDispatchers bounds the goroutines that run callbacks.
+const maxDispatchers = 8
 
 // Handle is one watched connection.
 type Handle struct {
@@ -80,10 +94,12 @@ func New(o Options) (*Poller, error) {
 }
 
 // Add watches c's descriptor (one-shot: readable, peer hang-up, hang-up or
-// error). fn runs on the poller's goroutine once that happens; it must not
-// block and must not call Remove (it hands the work to a goroutine of its
-// owner, which may). Rearm watches again. After Remove returns, fn is not
-// running and will not run.
+// error). fn runs once that happens, on one of the poller's few
+// dispatching goroutines; it must not block (a slow fn delays the
+// callbacks queued behind it on its dispatcher) and must not call Remove
+// (it hands the work to a goroutine of its owner, which may). Rearm
+// watches again. After Remove returns, fn is not running and will not
+// run.
 func (p *Poller) Add(c syscall.Conn, fn func()) (*Handle, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -199,6 +215,7 @@ func (p *Poller) Close() error {
 		p.mu.Unlock()
 		p.wake()
 		<-p.done
+		p.dwg.Wait()
 		_ = unix.Close(p.epfd)
 		_ = unix.Close(p.evfd)
 	})
@@ -254,7 +271,7 @@ func (p *Poller) loop() {
 			h := p.handles[tok]
 			p.hmu.Unlock()
 			if h != nil {
-				h.fire()
+				p.dispatch(h)
 			}
 		}
 	}
@@ -272,6 +289,41 @@ func (p *Poller) fail(err error) {
 	p.mu.Unlock()
 	if !closing && p.onFail != nil {
 		p.onFail(err)
+	}
+}
+
+// dispatch queues h's callback and starts a dispatcher if fewer than
+// maxDispatchers run. It never blocks.
+func (p *Poller) dispatch(h *Handle) {
+	p.dmu.Lock()
+	p.fired = append(p.fired, h)
+	start := p.dispatchers < maxDispatchers
+	if start {
+		p.dispatchers++
+		p.dwg.Add(1)
+	}
+	p.dmu.Unlock()
+	if start {
+		go p.dispatchLoop()
+	}
+}
+
+// dispatchLoop runs queued callbacks until none is left.
+func (p *Poller) dispatchLoop() {
+	defer p.dwg.Done()
+	for {
+		p.dmu.Lock()
+		if len(p.fired) == 0 {
+			p.fired = nil // let a storm's backlog go
+			p.dispatchers--
+			p.dmu.Unlock()
+			return
+		}
+		h := p.fired[0]
+		p.fired[0] = nil
+		p.fired = p.fired[1:]
+		p.dmu.Unlock()
+		h.fire()
 	}
 }
 

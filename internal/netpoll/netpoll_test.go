@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -263,5 +264,47 @@ func TestWaitFailureIsReportedAndRefuses(t *testing.T) {
 	}
 	if len(failed) != 0 {
 		t.Fatalf("OnFail ran again: %v", <-failed)
+	}
+}
+
+// A callback that blocks (it must not, but may be slow) delays only
+// itself: the others still run.
+func TestABlockingCallbackDoesNotStallTheOthers(t *testing.T) {
+	p := newPoller(t)
+	srvA, cliA := pair(t)
+	srvB, cliB := pair(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before Close, which waits for A's
+	hA, err := p.Add(srvA.(syscall.Conn), func() {
+		close(started)
+		<-release
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firedB := make(chan struct{}, 1)
+	hB, err := p.Add(srvB.(syscall.Conn), signal(firedB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cliA.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := cliB.Write([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-firedB:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's callback never ran while A's blocked")
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := hA.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hB.Remove(); err != nil {
+		t.Fatal(err)
 	}
 }
