@@ -30,6 +30,11 @@ type WSConfig struct {
 	// HandshakeTimeout bounds each read until Ready is called (the
 	// dialect's opening message must come in time). Zero means no bound.
 	HandshakeTimeout time.Duration
+	// ReadTimeout bounds the read of one message once it has begun (for a
+	// parked connection: once the poller saw bytes): a peer that stalls
+	// mid-message is cut off. Waiting between messages is not bounded by
+	// it (the heartbeat times out a silent peer). Zero means 30s.
+	ReadTimeout time.Duration
 	// Heartbeat is how the connection keeps its peer honest once
 	// StartHeartbeat is called.
 	Heartbeat Heartbeat
@@ -78,6 +83,9 @@ func (c WSConfig) withDefaults() WSConfig {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
 	}
 	return c
 }
@@ -175,6 +183,7 @@ func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	c.w.c = c
 	if ws != nil {
 		ws.OnPong(func() { c.pingSent.Store(0) })
+		ws.msgTimeout = cfg.ReadTimeout
 	}
 	return c
 }
@@ -306,7 +315,7 @@ func (c *Conn) readLoop() (parked bool) {
 			c.ws.SetReadDeadline(time.Time{})
 			bounded = false
 		}
-		if !c.readOne() {
+		if !c.readOne(false) {
 			return false
 		}
 		if bounded && c.ready.Load() {
@@ -320,9 +329,15 @@ func (c *Conn) readLoop() (parked bool) {
 }
 
 // readOne reads one message and hands it over; false when the reading
-// ends.
-func (c *Conn) readOne() bool {
-	typ, data, err := c.ws.ReadMessage()
+// ends. parked reads for a connection the poller woke: the whole read is
+// bounded by ReadTimeout, and a control frame alone is all it reads
+// (nothing to hand over), so that no reader waits for a message after a
+// pong.
+func (c *Conn) readOne(parked bool) bool {
+	typ, data, err := c.ws.readMessage(parked)
+	if errors.Is(err, errNoMessage) {
+		return true
+	}
 	if err != nil {
 		if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 			c.log.Debug().Err(err).Msg("transport: websocket read")

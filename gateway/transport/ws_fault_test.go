@@ -404,3 +404,71 @@ func TestPollerFailureMovesParkedStreamsToGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// connectRaw opens a hand-written client's connection, makes it Ready
+// with one message and waits until it parked.
+func (fs *faultServer) connectRaw(t *testing.T) *rawClient {
+	t.Helper()
+	before := fs.served.Load()
+	c, head := dialRaw(t, fs.ln.Addr().String(), "")
+	if !strings.HasPrefix(head, "101") {
+		t.Fatalf("handshake: %q", head)
+	}
+	<-fs.ln.conns
+	<-fs.feeds
+	c.frame(true, 0x1, []byte("hi"), true)
+	c.wantFrame(0x1, "echo:hi")
+	waitUntil(t, "the connection to park", func() bool { return fs.served.Load() == before+1 })
+	return c
+}
+
+// A control frame alone (a pong: what a heartbeat's ping brings back)
+// wakes a parked connection for that frame only: no reader stays blocked
+// waiting for a data message after it.
+func TestParkedConnHoldsNoReaderAfterAControlFrame(t *testing.T) {
+	fs := newFaultServer(t, nil)
+	const n = 20
+	cls := make([]*rawClient, n)
+	for i := range cls {
+		cls[i] = fs.connectRaw(t)
+	}
+	before := runtime.NumGoroutine()
+	for _, c := range cls {
+		c.frame(true, 0xA, []byte("pong"), true) // unsolicited pong: allowed, ignored
+	}
+	for _, c := range cls {
+		c.frame(true, 0x9, []byte("ping"), true)
+		c.wantFrame(0xA, "ping") // the reader ran and answered
+	}
+	waitUntil(t, "the readers to leave", func() bool { return runtime.NumGoroutine() < before+n/2 })
+	for _, c := range cls {
+		c.frame(true, 0x1, []byte("data"), true)
+		c.wantFrame(0x1, "echo:data") // still parked and reading
+	}
+	if got := fs.hub.ParkedWebSockets(); got != n {
+		t.Fatalf("ParkedWebSockets = %d, want %d", got, n)
+	}
+}
+
+// A parked connection whose peer starts a message and stalls is ended
+// within its ReadTimeout (the heartbeat is off: nothing else would).
+func TestParkedConnStalledMidMessageIsEndedByReadTimeout(t *testing.T) {
+	fs := newFaultServer(t, func(c *transport.WSConfig) { c.ReadTimeout = 100 * time.Millisecond })
+	c := fs.connectRaw(t)
+	// a masked text frame announcing 10 bytes, of which 3 come
+	if _, err := c.nc.Write([]byte{0x81, 0x80 | 10, 1, 2, 3, 4, 'a' ^ 1, 'b' ^ 2, 'c' ^ 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the stalled connection's end", func() bool { return fs.ended.Load() == 1 })
+	if n := fs.hub.Open("t"); n != 0 {
+		t.Fatalf("%d streams still admitted", n)
+	}
+	// A connection that sends whole messages, slower than ReadTimeout
+	// between them, is not cut: idle is not stalled.
+	d := fs.connectRaw(t)
+	for range 3 {
+		time.Sleep(150 * time.Millisecond) // longer than ReadTimeout, idle
+		d.frame(true, 0x1, []byte("slow"), true)
+		d.wantFrame(0x1, "echo:slow")
+	}
+}

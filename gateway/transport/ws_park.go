@@ -136,7 +136,7 @@ func (c *Conn) wake() {
 // Serve does.
 func (c *Conn) readParked() {
 	for {
-		if !c.readOne() {
+		if !c.readOne(!c.unparked.Load()) {
 			c.endParked()
 			return
 		}

@@ -32,6 +32,11 @@ type Socket struct {
 
 	// rhdr is the reader's header scratch; reader only.
 	rhdr [14]byte
+	// msgTimeout bounds the read of one message once begun (0: no
+	// bound); rbase is the deadline the owner set (SetReadDeadline),
+	// restored after each message. Reader only.
+	msgTimeout time.Duration
+	rbase      time.Time
 
 	wmu       sync.Mutex
 	closeSent bool // a close frame was written; guarded by wmu
@@ -55,6 +60,10 @@ const closeWait = 5 * time.Second
 
 // Read-side errors that close the connection with a status.
 var errWSClosed = errors.New("transport: websocket closed")
+
+// errNoMessage is readMessage's answer, for a parked connection, when it
+// read control frames and no data message has begun.
+var errNoMessage = errors.New("transport: websocket: control frames only")
 
 // op codes (RFC 6455 §5.2).
 const (
@@ -154,13 +163,34 @@ func (s *Socket) Ping(timeout time.Duration) error {
 func (s *Socket) OnPong(f func()) { s.onPong.Store(&f) }
 
 // SetReadDeadline bounds the next reads; ignored once the close
-// handshake's own deadline is set.
+// handshake's own deadline is set. Reader only.
 func (s *Socket) SetReadDeadline(t time.Time) {
+	s.rbase = t
+	s.applyReadDeadline(t)
+}
+
+// applyReadDeadline sets the connection's read deadline unless the close
+// handshake's own is set.
+func (s *Socket) applyReadDeadline(t time.Time) {
 	s.wmu.Lock()
 	if !s.closing {
 		_ = s.nc.SetReadDeadline(t)
 	}
 	s.wmu.Unlock()
+}
+
+// boundMessage bounds the rest of a message's read by msgTimeout (or the
+// owner's earlier deadline); the returned func restores the owner's.
+func (s *Socket) boundMessage() (restore func()) {
+	if s.msgTimeout <= 0 {
+		return func() {}
+	}
+	t := time.Now().Add(s.msgTimeout)
+	if !s.rbase.IsZero() && s.rbase.Before(t) {
+		t = s.rbase
+	}
+	s.applyReadDeadline(t)
+	return func() { s.applyReadDeadline(s.rbase) }
 }
 
 // Abort ends the TCP connection's traffic at once (a blocked read or
@@ -279,17 +309,33 @@ func (s *Socket) fail(status websocket.StatusCode, reason string) error {
 
 // ReadMessage reads the next data message, handling the control frames
 // before it. A close frame from the peer is answered (unless ours went
-// first) and returned as a websocket.CloseError.
+// first) and returned as a websocket.CloseError. Once a frame has begun,
+// the rest of the message must come within the Conn's ReadTimeout.
 func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
+	return s.readMessage(false)
+}
+
+// readMessage is ReadMessage; parked (the poller saw bytes) bounds the
+// whole read by the ReadTimeout and returns errNoMessage after control
+// frames read outside a message.
+func (s *Socket) readMessage(parked bool) (websocket.MessageType, []byte, error) {
 	var (
 		msg    []byte
 		typ    byte
 		inData bool
 	)
+	if parked {
+		defer s.boundMessage()()
+	}
+	bounded := parked
 	for {
 		h, err := s.readHeader()
 		if err != nil {
 			return 0, nil, err
+		}
+		if !bounded {
+			defer s.boundMessage()()
+			bounded = true
 		}
 		switch h.op {
 		case opClose, opPing, opPong:
@@ -303,6 +349,9 @@ func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
 			unmask(p[:h.n], h.mask)
 			if err := s.control(h.op, p[:h.n]); err != nil {
 				return 0, nil, err
+			}
+			if parked && !inData {
+				return 0, nil, errNoMessage
 			}
 			continue
 		case opText, opBin:
