@@ -406,8 +406,11 @@ func (s *Socket) control(op byte, p []byte) error {
 			return s.fail(websocket.StatusProtocolError, "close payload of one byte")
 		case len(p) >= 2:
 			ce.Code, ce.Reason = websocket.StatusCode(binary.BigEndian.Uint16(p)), string(p[2:])
-			if !validCloseCode(ce.Code) || !utf8.ValidString(ce.Reason) {
-				return s.fail(websocket.StatusProtocolError, "invalid close payload")
+			if !validCloseCode(ce.Code) {
+				return s.fail(websocket.StatusProtocolError, "invalid close code")
+			}
+			if !utf8.ValidString(ce.Reason) {
+				return s.fail(websocket.StatusInvalidFramePayloadData, "invalid UTF-8 in the close reason")
 			}
 		}
 		echo := ce.Code
