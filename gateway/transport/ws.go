@@ -30,10 +30,14 @@ type WSConfig struct {
 	// HandshakeTimeout bounds each read until Ready is called (the
 	// dialect's opening message must come in time). Zero means no bound.
 	HandshakeTimeout time.Duration
-	// ReadTimeout bounds the read of one message once it has begun (for a
-	// parked connection: once the poller saw bytes): a peer that stalls
-	// mid-message is cut off. Waiting between messages is not bounded by
-	// it (the heartbeat times out a silent peer). Zero means 30s.
+	// ReadTimeout bounds a parked connection's read once the poller saw
+	// bytes: a peer that stalls mid-message is cut off instead of holding
+	// a reader. Idle time between messages is not bounded by it (the
+	// heartbeat times out a silent peer), nor are the reads of Serve's
+	// goroutine, where the heartbeat also ends a peer stalled mid-frame
+	// (it cannot answer a ping) and a deadline per message would cost
+	// two deadline changes each (+36 % a read, docs/architecture.md).
+	// Zero means 30s.
 	ReadTimeout time.Duration
 	// Heartbeat is how the connection keeps its peer honest once
 	// StartHeartbeat is called.
@@ -334,7 +338,16 @@ func (c *Conn) readLoop() (parked bool) {
 // (nothing to hand over), so that no reader waits for a message after a
 // pong.
 func (c *Conn) readOne(parked bool) bool {
-	typ, data, err := c.ws.readMessage(parked)
+	var (
+		typ  websocket.MessageType
+		data []byte
+		err  error
+	)
+	if parked {
+		typ, data, err = c.ws.readParked()
+	} else {
+		typ, data, err = c.ws.ReadMessage()
+	}
 	if errors.Is(err, errNoMessage) {
 		return true
 	}

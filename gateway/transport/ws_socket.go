@@ -32,11 +32,11 @@ type Socket struct {
 
 	// rhdr is the reader's header scratch; reader only.
 	rhdr [14]byte
-	// msgTimeout bounds the read of one message once begun (0: no
-	// bound); rbase is the deadline the owner set (SetReadDeadline),
-	// restored after each message. Reader only.
+	// msgTimeout bounds a parked read (0: no bound); rbase is the
+	// deadline the owner set (SetReadDeadline, in UnixNano; 0: none),
+	// restored after it. Reader only.
 	msgTimeout time.Duration
-	rbase      time.Time
+	rbase      int64
 
 	wmu       sync.Mutex
 	closeSent bool // a close frame was written; guarded by wmu
@@ -165,7 +165,10 @@ func (s *Socket) OnPong(f func()) { s.onPong.Store(&f) }
 // SetReadDeadline bounds the next reads; ignored once the close
 // handshake's own deadline is set. Reader only.
 func (s *Socket) SetReadDeadline(t time.Time) {
-	s.rbase = t
+	s.rbase = 0
+	if !t.IsZero() {
+		s.rbase = t.UnixNano()
+	}
 	s.applyReadDeadline(t)
 }
 
@@ -179,18 +182,27 @@ func (s *Socket) applyReadDeadline(t time.Time) {
 	s.wmu.Unlock()
 }
 
-// boundMessage bounds the rest of a message's read by msgTimeout (or the
-// owner's earlier deadline); the returned func restores the owner's.
-func (s *Socket) boundMessage() (restore func()) {
+// boundMessage bounds a parked read by msgTimeout (or the owner's earlier
+// deadline); false when there is no bound (nothing to restore).
+func (s *Socket) boundMessage() bool {
 	if s.msgTimeout <= 0 {
-		return func() {}
+		return false
 	}
 	t := time.Now().Add(s.msgTimeout)
-	if !s.rbase.IsZero() && s.rbase.Before(t) {
-		t = s.rbase
+	if s.rbase != 0 && s.rbase < t.UnixNano() {
+		t = time.Unix(0, s.rbase)
 	}
 	s.applyReadDeadline(t)
-	return func() { s.applyReadDeadline(s.rbase) }
+	return true
+}
+
+// restoreDeadline puts the owner's read deadline back after a message.
+func (s *Socket) restoreDeadline() {
+	var t time.Time
+	if s.rbase != 0 {
+		t = time.Unix(0, s.rbase)
+	}
+	s.applyReadDeadline(t)
 }
 
 // Abort ends the TCP connection's traffic at once (a blocked read or
@@ -309,33 +321,35 @@ func (s *Socket) fail(status websocket.StatusCode, reason string) error {
 
 // ReadMessage reads the next data message, handling the control frames
 // before it. A close frame from the peer is answered (unless ours went
-// first) and returned as a websocket.CloseError. Once a frame has begun,
-// the rest of the message must come within the Conn's ReadTimeout.
+// first) and returned as a websocket.CloseError.
 func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
-	return s.readMessage(false)
+	return s.readFrames(false)
 }
 
-// readMessage is ReadMessage; parked (the poller saw bytes) bounds the
-// whole read by the ReadTimeout and returns errNoMessage after control
-// frames read outside a message.
-func (s *Socket) readMessage(parked bool) (websocket.MessageType, []byte, error) {
+// readParked is ReadMessage for a connection the poller woke (bytes
+// came): the whole read is bounded by the Conn's ReadTimeout, and it
+// returns errNoMessage after control frames read outside a message.
+func (s *Socket) readParked() (websocket.MessageType, []byte, error) {
+	bounded := s.boundMessage()
+	typ, msg, err := s.readFrames(true)
+	if bounded {
+		s.restoreDeadline()
+	}
+	return typ, msg, err
+}
+
+// readFrames reads frames up to a whole data message; parked: see
+// readParked.
+func (s *Socket) readFrames(parked bool) (websocket.MessageType, []byte, error) {
 	var (
 		msg    []byte
 		typ    byte
 		inData bool
 	)
-	if parked {
-		defer s.boundMessage()()
-	}
-	bounded := parked
 	for {
 		h, err := s.readHeader()
 		if err != nil {
 			return 0, nil, err
-		}
-		if !bounded {
-			defer s.boundMessage()()
-			bounded = true
 		}
 		switch h.op {
 		case opClose, opPing, opPong:
