@@ -323,7 +323,12 @@ func (s *Socket) fail(status websocket.StatusCode, reason string) error {
 // before it. A close frame from the peer is answered (unless ours went
 // first) and returned as a websocket.CloseError.
 func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
-	return s.readFrames(false)
+	bounded := false
+	typ, msg, err := s.readFrames(false, &bounded)
+	if bounded {
+		s.restoreDeadline()
+	}
+	return typ, msg, err
 }
 
 // readParked is ReadMessage for a connection the poller woke (bytes
@@ -331,7 +336,7 @@ func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
 // returns errNoMessage after control frames read outside a message.
 func (s *Socket) readParked() (websocket.MessageType, []byte, error) {
 	bounded := s.boundMessage()
-	typ, msg, err := s.readFrames(true)
+	typ, msg, err := s.readFrames(true, &bounded)
 	if bounded {
 		s.restoreDeadline()
 	}
@@ -339,8 +344,10 @@ func (s *Socket) readParked() (websocket.MessageType, []byte, error) {
 }
 
 // readFrames reads frames up to a whole data message; parked: see
-// readParked.
-func (s *Socket) readFrames(parked bool) (websocket.MessageType, []byte, error) {
+// readParked. *bounded says the read is bounded by msgTimeout (the caller
+// restores the owner's deadline); a payload longer than one chunk bounds
+// it (readPayload).
+func (s *Socket) readFrames(parked bool, bounded *bool) (websocket.MessageType, []byte, error) {
 	var (
 		msg    []byte
 		typ    byte
@@ -383,12 +390,9 @@ func (s *Socket) readFrames(parked bool) (websocket.MessageType, []byte, error) 
 		if int64(len(msg))+h.n > s.limit {
 			return 0, nil, s.fail(websocket.StatusMessageTooBig, fmt.Sprintf("read limited at %d bytes", s.limit))
 		}
-		off := len(msg)
-		msg = append(msg, make([]byte, h.n)...)
-		if err := s.read(msg[off:]); err != nil {
+		if msg, err = s.readPayload(msg, h, bounded); err != nil {
 			return 0, nil, err
 		}
-		unmask(msg[off:], h.mask)
 		if !h.fin {
 			continue
 		}
@@ -400,6 +404,34 @@ func (s *Socket) readFrames(parked bool) (websocket.MessageType, []byte, error) 
 		}
 		return websocket.MessageBinary, msg, nil
 	}
+}
+
+// minChunk is the first part of a payload read at once; each next part
+// is as long as the message so far.
+const minChunk = 16 << 10
+
+// readPayload appends h's payload to msg as it arrives, in parts that
+// double the message (minChunk first), so that a peer that announces a
+// long frame and sends little of it costs what it sent (at most twice,
+// plus minChunk), not what it announced. A payload of more than one part
+// is bounded by msgTimeout from its second part on, unless *bounded
+// already: a frame stalled past its first part ends the read.
+func (s *Socket) readPayload(msg []byte, h frameHeader, bounded *bool) ([]byte, error) {
+	off := len(msg)
+	for rest := h.n; rest > 0; {
+		if len(msg) > off && !*bounded {
+			*bounded = s.boundMessage()
+		}
+		part := min(rest, int64(max(minChunk, len(msg))))
+		start := len(msg)
+		msg = append(msg, make([]byte, part)...)
+		if err := s.read(msg[start:]); err != nil {
+			return nil, err
+		}
+		rest -= part
+	}
+	unmask(msg[off:], h.mask)
+	return msg, nil
 }
 
 // control handles a control frame's payload p.
