@@ -31,13 +31,15 @@ type WSConfig struct {
 	// dialect's opening message must come in time). Zero means no bound.
 	HandshakeTimeout time.Duration
 	// ReadTimeout bounds a parked connection's read once the poller saw
-	// bytes: a peer that stalls mid-message is cut off instead of holding
-	// a reader. Idle time between messages is not bounded by it (the
-	// heartbeat times out a silent peer), nor are the reads of Serve's
-	// goroutine, where the heartbeat also ends a peer stalled mid-frame
-	// (it cannot answer a ping) and a deadline per message would cost
-	// two deadline changes each (+36 % a read, docs/architecture.md).
-	// Zero means 30s.
+	// bytes, and in Serve the rest of a payload longer than its first 16
+	// KiB part: a peer that stalls mid-message is cut off instead of
+	// holding a reader (and payloads are read as they arrive, never
+	// allocated from the announced length). Idle time between messages
+	// is not bounded by it (the heartbeat times out a silent peer), nor is
+	// a short message in Serve, where a deadline per message would cost
+	// two deadline changes each (+36 % a read, docs/architecture.md) and
+	// the heartbeat ends a peer stalled mid-frame (it cannot answer a
+	// ping). Zero means 30s.
 	ReadTimeout time.Duration
 	// Heartbeat is how the connection keeps its peer honest once
 	// StartHeartbeat is called.
