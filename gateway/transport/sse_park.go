@@ -8,8 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
 
 // Park: an idle SSE stream that holds no goroutine.
@@ -59,7 +57,7 @@ type parkedSSE[T any] struct {
 	onClose   func([]byte) []byte
 	cleanup   []func()
 	ends      []func(written int64) // the OnPark hooks' ends
-	pset      *pollSet              // the Hub's poller, held until the stream ends
+	fd        parkedFD              // its place on the Hub's poller, held until the stream ends
 	hb        *time.Timer
 
 	// touched only by the goroutine running the stream (running), which
@@ -68,12 +66,10 @@ type parkedSSE[T any] struct {
 	written int64 // bytes written to the connection
 
 	mu       sync.Mutex
-	pending  uint8           // guarded by mu
-	running  bool            // a goroutine runs the stream; guarded by mu
-	ended    bool            // guarded by mu
-	handle   *netpoll.Handle // while on the poller; guarded by mu
-	readDone chan struct{}   // off the poller: closed when the reading goroutine returns; guarded by mu
-	unparked bool            // moved off the poller after it failed; guarded by mu
+	pending  uint8         // guarded by mu
+	running  bool          // a goroutine runs the stream; guarded by mu
+	ended    bool          // guarded by mu
+	readDone chan struct{} // off the poller: closed when the reading goroutine returns; guarded by mu
 }
 
 // bufPool holds the write buffers of parked streams: one is borrowed per
@@ -107,7 +103,8 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	}
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline, if any, is ours to clear
 	dropBuffers(brw)
-	p := &parkedSSE[T]{conn: conn, enders: &cfg.Stream.h.enders, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose, pset: ps}
+	p := &parkedSSE[T]{conn: conn, enders: &cfg.Stream.h.enders, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose}
+	p.fd.init(hub, ps, &hub.parked, p)
 	bp := bufPool.Get().(*[]byte)
 	b := append(append(append((*bp)[:0], head...), cfg.Preamble...), ": stream open\n\n"...)
 	ok = p.write(b)
@@ -123,7 +120,6 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	p.written -= int64(len(head)) // the hooks count the body
 	p.cleanup = cfg.Cleanup.take()
 	p.ends = runParkHooks(r.Context())
-	p.hub().parked.Add(1)
 	p.running = true // until registered: wake-ups only mark pending
 	p.watch(sc(conn))
 	p.hb = time.AfterFunc(cfg.Heartbeat, func() { p.wake(wakeHeartbeat) })
@@ -155,18 +151,10 @@ func (p *parkedSSE[T]) watch(s syscall.Conn) {
 		p.mu.Unlock()
 		return
 	}
-	h, err := p.pset.p.Add(s, func() { p.wake(wakeGone) })
-	if err != nil {
+	if err := p.fd.add(s, func() { p.wake(wakeGone) }); err != nil {
 		p.mu.Lock()
 		p.watchByReadingLocked()
 		p.mu.Unlock()
-		return
-	}
-	p.mu.Lock()
-	p.handle = h
-	p.mu.Unlock()
-	if !p.hub().track(p.pset, p) {
-		p.unpark() // the poller failed meanwhile
 	}
 }
 
@@ -188,18 +176,14 @@ func (p *parkedSSE[T]) watchByReadingLocked() {
 // unpark moves the stream off the failed poller: a goroutine reads to
 // learn that the client left, the rest goes on as before.
 func (p *parkedSSE[T]) unpark() {
-	p.mu.Lock()
-	h := p.handle
-	if p.ended || h == nil {
-		p.mu.Unlock()
-		return
+	if !p.fd.leave() {
+		return // ending: end took it off
 	}
-	p.handle, p.unparked = nil, true
-	p.watchByReadingLocked()
+	p.mu.Lock()
+	if !p.ended { // else end has read readDone: nothing to read for
+		p.watchByReadingLocked()
+	}
 	p.mu.Unlock()
-	_ = h.Remove() // forgets it: the failed poller watches nothing
-	p.hub().untrack(p.pset, p)
-	p.hub().parked.Add(-1)
 }
 
 // responseHead is the status line and headers of a parked stream's
@@ -379,27 +363,20 @@ func (p *parkedSSE[T]) write(b []byte) bool {
 func (p *parkedSSE[T]) end() {
 	p.mu.Lock()
 	p.ended = true
-	h, readDone, unparked := p.handle, p.readDone, p.unparked
-	p.handle = nil
+	readDone := p.readDone
 	p.mu.Unlock()
 	if nf, ok := p.src.(notifier); ok {
 		nf.OnReady(nil)
 	}
 	p.hb.Stop()
-	if h != nil {
-		_ = h.Remove() // before Close: the number may be reused at once
-		p.hub().untrack(p.pset, p)
-	}
+	p.fd.leave() // before Close: the number may be reused at once
 	_ = p.conn.Close()
 	if readDone != nil {
 		<-readDone
 	}
-	p.hub().releasePoller(p.pset)
+	p.fd.release()
 	if p.cfg.AfterWrite != nil {
 		p.cfg.AfterWrite(false)
-	}
-	if !unparked {
-		p.hub().parked.Add(-1)
 	}
 	runAll(p.cleanup)
 	for _, end := range p.ends {

@@ -156,17 +156,15 @@ type Conn struct {
 	// only before ending; the writer's stop and parking are decided under
 	// it so that a parked connection whose writer stops is always ended.
 	life      sync.Mutex
-	ending    bool           // guarded by life
-	wstop     bool           // guarded by life
-	parked    bool           // guarded by life
-	polled    bool           // on the poller now (parked, not unparked nor ending); guarded by life
-	unparked  atomic.Bool    // moved off the failed poller: its reader reads on
-	noPark    bool           // reader only: parking failed once, do not retry
-	poll      *netpollHandle // guarded by life (set once when parking)
-	pset      *pollSet       // the Hub's poller it holds; guarded by life (set once when parking)
-	sc        syscall.Conn   // the parked socket's descriptor; set before poll
-	ends      []func(int64)  // the OnPark hooks' ends; set when parking
-	beatTimer *time.Timer    // guarded by life
+	ending    bool          // guarded by life
+	wstop     bool          // guarded by life
+	parked    bool          // guarded by life
+	unparked  atomic.Bool   // moved off the failed poller: its reader reads on
+	noPark    bool          // reader only: parking failed once, do not retry
+	fd        parkedFD      // its place on the Hub's poller (set up once when parking, under life)
+	sc        syscall.Conn  // the parked socket's descriptor; set before poll
+	ends      []func(int64) // the OnPark hooks' ends; set when parking
+	beatTimer *time.Timer   // guarded by life
 	endOnce   sync.Once
 
 	// Heartbeat state: pingSent is the UnixNano of the protocol ping not

@@ -10,8 +10,6 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
 
-type netpollHandle = netpoll.Handle
-
 // mayLinger reports whether ending the connection may wait on the peer:
 // for the write of a close (WriteTimeout) or for the peer's answer to it
 // (closeWait). Not when the peer's close was read, nor when no close was
@@ -100,16 +98,12 @@ func (c *Conn) watch(ps *pollSet, sc syscall.Conn) (bool, error) {
 		return false, nil
 	}
 	c.sc = sc // before Add: the callback may run at once
-	h, err := ps.p.Add(sc, c.wake)
-	if err != nil {
+	hub := c.cfg.Stream.h
+	c.fd.init(hub, ps, &hub.parkedWS, c)
+	if err := c.fd.add(sc, c.wake); err != nil {
 		return false, err
 	}
-	if !c.cfg.Stream.h.track(ps, c) {
-		_ = h.Remove()
-		return false, netpoll.ErrFailed
-	}
-	c.poll, c.pset, c.parked, c.polled = h, ps, true, true
-	c.cfg.Stream.h.parkedWS.Add(1)
+	c.parked = true
 	if c.ws.hooks != nil {
 		// The middleware that measures requests when their handler
 		// returns learns that this one parked (OnPark), and is told when
@@ -143,7 +137,7 @@ func (c *Conn) readParked() {
 		if c.unparked.Load() {
 			continue
 		}
-		err := c.poll.Rearm()
+		err := c.fd.rearm()
 		switch {
 		case err == nil:
 			return
@@ -166,22 +160,10 @@ func (c *Conn) unpark() {
 }
 
 // leavePoller takes the connection off the poller for good (it failed);
-// false when it was off already or is ending.
+// false when it was off already (ending, or left).
 func (c *Conn) leavePoller() bool {
-	c.life.Lock()
-	if !c.polled || c.ending {
-		c.life.Unlock()
-		return false
-	}
-	c.polled = false
-	c.unparked.Store(true)
-	h, ps := c.poll, c.pset
-	c.life.Unlock()
-	_ = h.Remove()
-	hub := c.cfg.Stream.h
-	hub.untrack(ps, c)
-	hub.parkedWS.Add(-1)
-	return true
+	c.unparked.Store(true) // its reader reads on from now
+	return c.fd.leave()
 }
 
 // endParked ends a parked connection (once): the poller stops watching
@@ -194,21 +176,10 @@ func (c *Conn) leavePoller() bool {
 func (c *Conn) endParked() {
 	c.endOnce.Do(func() {
 		end := func() {
-			c.life.Lock() // watch sets poll under it, maybe after the callback ran
-			h, ps, polled := c.poll, c.pset, c.polled
-			c.polled = false
-			c.life.Unlock()
-			// Remove before the descriptor is closed (shut): its number
-			// may go to the next connection at once.
-			if err := h.Remove(); err != nil {
-				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
-			}
-			hub := c.cfg.Stream.h
-			if polled {
-				hub.untrack(ps, c)
-				hub.parkedWS.Add(-1)
-			}
-			hub.releasePoller(ps)
+			// Off the poller before the descriptor is closed (shut): its
+			// number may go to the next connection at once.
+			c.fd.leave()
+			c.fd.release()
 			c.shut()
 			for _, end := range c.ends {
 				end(c.ws.Written())
