@@ -18,8 +18,9 @@ import (
 // on working; from then on no stream parks: they all keep their
 // goroutines, as with SetParking(false), until the process restarts.
 //
-// Lock order: a stream's own lock (Conn.life, parkedSSE.mu) before
-// Hub.pmu; pmu is never held while calling into a stream.
+// Lock order: Conn.life, then parkedFD.mu, then Hub.pmu (parkedSSE.mu is
+// never held with the others); pmu is never held while calling into a
+// stream.
 
 // pollSet is one poller of the Hub and the streams parked on it.
 type pollSet struct {

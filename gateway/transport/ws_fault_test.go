@@ -472,3 +472,29 @@ func TestParkedConnStalledMidMessageIsEndedByReadTimeout(t *testing.T) {
 		d.wantFrame(0x1, "echo:slow")
 	}
 }
+
+// A parked connection whose peer stops answering is ended by its
+// heartbeat, without a reader: it does not answer protocol pings (a
+// hand-written client answers nothing by itself), or, with a frame
+// heartbeat, sends nothing for three periods. It gets its close (1008)
+// and ends once.
+func TestParkedConnSilentPeerIsTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hb   transport.Heartbeat
+	}{
+		{"protocol-ping", transport.Heartbeat{Every: 30 * time.Millisecond}},
+		{"frame", transport.Heartbeat{Every: 30 * time.Millisecond, Frame: func() []byte { return []byte("hb") }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFaultServer(t, func(c *transport.WSConfig) { c.Heartbeat = tc.hb })
+			c := fs.connectRaw(t)
+			c.wantClose(websocket.StatusPolicyViolation)     // pings or "hb" frames before it are skipped
+			c.frame(true, 0x8, closePayload(1008, ""), true) // the close handshake's answer
+			waitUntil(t, "the silent peer's end", func() bool { return fs.ended.Load() == 1 })
+			if n := fs.hub.Open("t"); n != 0 {
+				t.Fatalf("%d streams still admitted", n)
+			}
+		})
+	}
+}
