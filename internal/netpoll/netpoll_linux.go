@@ -44,13 +44,18 @@ type Poller struct {
 	// is queued at most once until Rearm (one-shot), so fired holds at
 	// most one entry per handle.
 	dmu         sync.Mutex
-	fired       []*Handle // guarded by dmu
+	fired       []*Handle // queued from fired[head]; guarded by dmu
+	head        int       // guarded by dmu
 	dispatchers int       // running; guarded by dmu
 	dwg         sync.WaitGroup
 }
 
-// maxDispatchers bounds the goroutines that run callbacks.
-const maxDispatchers = 8
+// maxDispatchers bounds the goroutines that run callbacks; maxKeptQueue
+// the queue kept between bursts.
+const (
+	maxDispatchers = 8
+	maxKeptQueue   = 1024
+)
 
 // Handle is one watched connection.
 type Handle struct {
@@ -313,15 +318,18 @@ func (p *Poller) dispatchLoop() {
 	defer p.dwg.Done()
 	for {
 		p.dmu.Lock()
-		if len(p.fired) == 0 {
-			p.fired = nil // let a storm's backlog go
+		if p.head == len(p.fired) {
+			p.fired, p.head = p.fired[:0], 0 // kept for the next wake-ups...
+			if cap(p.fired) > maxKeptQueue {
+				p.fired = nil // ...unless a storm grew it
+			}
 			p.dispatchers--
 			p.dmu.Unlock()
 			return
 		}
-		h := p.fired[0]
-		p.fired[0] = nil
-		p.fired = p.fired[1:]
+		h := p.fired[p.head]
+		p.fired[p.head] = nil
+		p.head++
 		p.dmu.Unlock()
 		h.fire()
 	}
