@@ -99,6 +99,7 @@ type faultOpts struct {
 	tune  func(*transport.WSConfig)
 	turns chan struct{}
 	hub   *transport.Hub
+	onMsg func(data []byte) // runs in the reader before each echo
 }
 
 func newFaultServerWith(t *testing.T, o faultOpts) *faultServer {
@@ -111,7 +112,7 @@ func newFaultServerWith(t *testing.T, o faultOpts) *faultServer {
 	if hub == nil {
 		hub = transport.NewHub(0)
 	}
-	tune, turns := o.tune, o.turns
+	tune, turns, onMsg := o.tune, o.turns, o.onMsg
 	fs := &faultServer{hub: hub, ln: &faultListener{Listener: ln, conns: make(chan *faultConn, 100), turns: turns},
 		feeds: make(chan *queue.Queue[string], 100)}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -141,6 +142,9 @@ func newFaultServerWith(t *testing.T, o faultOpts) *faultServer {
 		c.Serve(func(_ websocket.MessageType, data []byte) bool {
 			c.Ready()
 			c.StartHeartbeat()
+			if onMsg != nil {
+				onMsg(data)
+			}
 			return c.Send([]byte("echo:" + string(data)))
 		}, q.End)
 		fs.served.Add(1)
@@ -496,5 +500,32 @@ func TestParkedConnSilentPeerIsTimedOut(t *testing.T) {
 				t.Fatalf("%d streams still admitted", n)
 			}
 		})
+	}
+}
+
+// A poller that fails while a parked connection's reader is handling a
+// message (so that its Rearm meets the failure, or the Hub's unpark comes
+// first: either way) leaves the connection reading in its goroutine.
+func TestPollerFailureDuringAParkedRead(t *testing.T) {
+	hub := transport.NewHub(0)
+	fs := newFaultServerWith(t, faultOpts{hub: hub, onMsg: func(data []byte) {
+		if string(data) != "fail" {
+			return
+		}
+		if !hub.FailPoller(errors.New("injected mid-read")) {
+			return // not parked: the test fails below
+		}
+		for hub.PollerErr() == nil { // recorded before Rearm runs
+			runtime.Gosched()
+		}
+	}})
+	a, _, _ := fs.connect(t)
+	echo(t, a, "fail")
+	waitUntil(t, "the connection off the poller", func() bool { return hub.ParkedWebSockets() == 0 })
+	for _, m := range []string{"one", "two", "three"} {
+		echo(t, a, m)
+	}
+	if n := fs.ended.Load(); n != 0 {
+		t.Fatalf("%d connections ended", n)
 	}
 }
