@@ -529,3 +529,20 @@ func TestPollerFailureDuringAParkedRead(t *testing.T) {
 		t.Fatalf("%d connections ended", n)
 	}
 }
+
+// In Serve's goroutine (parking off) a failed write ends the connection
+// too: the socket is shut down, not closed, and the blocked reader reads
+// its end at once.
+func TestServedConnWriteFailureEndsIt(t *testing.T) {
+	hub := transport.NewHub(0)
+	hub.SetParking(false)
+	fs := newFaultServerWith(t, faultOpts{hub: hub})
+	cl := dial(t, fs.url)
+	a, feed := <-fs.ln.conns, <-fs.feeds
+	echo(t, cl, "hi")
+	a.failWrite.Store(true)
+	feed.Offer("x") // the writer fails
+	waitUntil(t, "Serve to return and the connection to end", func() bool {
+		return fs.served.Load() == 1 && fs.ended.Load() == 1 && a.closes.Load() == 1
+	})
+}
