@@ -80,3 +80,20 @@ func TestStalledFrameEndsServeWithinReadTimeout(t *testing.T) {
 	}
 	waitServed(t, served)
 }
+
+// Payloads longer than one part (16 KiB) are read whole and unmasked
+// right, in one frame or in fragments of several parts each.
+func TestLargePayloadsReadInParts(t *testing.T) {
+	addr := echoServer(t, 1<<20)
+	c, _ := dialRaw(t, addr, "")
+	big := make([]byte, 100<<10+7)
+	for i := range big {
+		big[i] = 'a' + byte(i%26)
+	}
+	c.frame(true, 0x1, big, true)
+	c.wantFrame(0x1, "MessageText:"+string(big))
+	c.frame(false, 0x2, big[:40<<10], true)
+	c.frame(false, 0x0, big[40<<10:41<<10], true)
+	c.frame(true, 0x0, big[41<<10:], true)
+	c.wantFrame(0x1, "MessageBinary:"+string(big))
+}
