@@ -24,6 +24,7 @@ import (
 
 // pollSet is one poller of the Hub and the streams parked on it.
 type pollSet struct {
+	hub    *Hub
 	p      *netpoll.Poller
 	refs   int                   // streams holding p (parked, unparked, ending); guarded by Hub.pmu
 	parked map[unparker]struct{} // streams p watches; guarded by Hub.pmu
@@ -72,7 +73,7 @@ func (h *Hub) acquirePoller() *pollSet {
 		return nil
 	}
 	if h.pset == nil {
-		ps := &pollSet{parked: map[unparker]struct{}{}}
+		ps := &pollSet{hub: h, parked: map[unparker]struct{}{}}
 		p, err := netpoll.New(netpoll.Options{OnFail: func(err error) { h.pollerFailed(ps, err) }})
 		if err != nil {
 			// unsupported: never again; out of descriptors: the next stream tries again

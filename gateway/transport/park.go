@@ -21,21 +21,27 @@ import (
 // Concurrency: every method is safe from any goroutine; add holds mu
 // until the watch is recorded, so that a leave racing a callback that
 // fired at once waits for it. Lock order: mu before Hub.pmu.
+//
+// Size: a WebSocket's Conn embeds it, and every idle connection pays for
+// it; the Hub and the gauge are found through the poller and the stream.
 type parkedFD struct {
-	hub   *Hub
-	ps    *pollSet
-	gauge *atomic.Int64 // the Hub's count of such streams on the poller now
-	u     unparker
+	ps *pollSet
+	u  unparker
 
 	mu sync.Mutex
 	h  *netpoll.Handle // on the poller while set; guarded by mu
 }
 
 // init says which poller (from Hub.acquirePoller, whose reference the
-// parkedFD now holds), which gauge and which stream (unparked when the
-// poller fails).
-func (f *parkedFD) init(hub *Hub, ps *pollSet, gauge *atomic.Int64, u unparker) {
-	f.hub, f.ps, f.gauge, f.u = hub, ps, gauge, u
+// parkedFD now holds) and which stream (unparked when the poller fails).
+func (f *parkedFD) init(ps *pollSet, u unparker) { f.ps, f.u = ps, u }
+
+// gauge is the Hub's count of the streams of f's kind on the poller now.
+func (f *parkedFD) gauge() *atomic.Int64 {
+	if _, ws := f.u.(*Conn); ws {
+		return &f.ps.hub.parkedWS
+	}
+	return &f.ps.hub.parked
 }
 
 // add watches sc: fn runs (on a poller dispatcher, and must not block)
@@ -49,12 +55,12 @@ func (f *parkedFD) add(sc syscall.Conn, fn func()) error {
 	if err != nil {
 		return err
 	}
-	if !f.hub.track(f.ps, f.u) { // failed since Add: it watches nothing
+	if !f.ps.hub.track(f.ps, f.u) { // failed since Add: it watches nothing
 		_ = h.Remove()
 		return netpoll.ErrFailed
 	}
 	f.h = h
-	f.gauge.Add(1)
+	f.gauge().Add(1)
 	return nil
 }
 
@@ -81,10 +87,10 @@ func (f *parkedFD) leave() bool {
 		return false
 	}
 	_ = h.Remove()
-	f.hub.untrack(f.ps, f.u)
-	f.gauge.Add(-1)
+	f.ps.hub.untrack(f.ps, f.u)
+	f.gauge().Add(-1)
 	return true
 }
 
 // release gives the poller back (after leave); once.
-func (f *parkedFD) release() { f.hub.releasePoller(f.ps) }
+func (f *parkedFD) release() { f.ps.hub.releasePoller(f.ps) }

@@ -104,7 +104,7 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline, if any, is ours to clear
 	dropBuffers(brw)
 	p := &parkedSSE[T]{conn: conn, enders: &cfg.Stream.h.enders, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose}
-	p.fd.init(hub, ps, &hub.parked, p)
+	p.fd.init(ps, p)
 	bp := bufPool.Get().(*[]byte)
 	b := append(append(append((*bp)[:0], head...), cfg.Preamble...), ": stream open\n\n"...)
 	ok = p.write(b)

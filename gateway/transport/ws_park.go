@@ -98,8 +98,7 @@ func (c *Conn) watch(ps *pollSet, sc syscall.Conn) (bool, error) {
 		return false, nil
 	}
 	c.sc = sc // before Add: the callback may run at once
-	hub := c.cfg.Stream.h
-	c.fd.init(hub, ps, &hub.parkedWS, c)
+	c.fd.init(ps, c)
 	if err := c.fd.add(sc, c.wake); err != nil {
 		return false, err
 	}
