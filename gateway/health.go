@@ -19,6 +19,7 @@ type Pinger interface {
 type readiness struct {
 	pinger   Pinger
 	topics   []ProvisioningReporter // say why topics could not be created
+	checks   []ReadinessCheck
 	interval time.Duration
 	metrics  *metrics
 
@@ -31,8 +32,8 @@ type readiness struct {
 	done     chan struct{}
 }
 
-func newReadiness(p Pinger, topics []ProvisioningReporter, interval time.Duration, m *metrics) *readiness {
-	return &readiness{pinger: p, topics: topics, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
+func newReadiness(p Pinger, topics []ProvisioningReporter, checks []ReadinessCheck, interval time.Duration, m *metrics) *readiness {
+	return &readiness{pinger: p, topics: topics, checks: checks, interval: interval, metrics: m, quit: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (rd *readiness) start() {
@@ -81,6 +82,12 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 		}
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "kafka": msg})
 	default:
+		for _, c := range rd.checks {
+			if err := c.Err(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", c.Name: err.Error()})
+				return
+			}
+		}
 		for _, pr := range rd.topics {
 			if err := pr.LastError(); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "provisioning": err.Error()})
@@ -105,6 +112,15 @@ func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
 // the topics that do not make the node unready (*partitioning.Provisioner:
 // a shorter retention, fewer partitions); /readyz lists them, bounded.
 type TopicWarner interface{ Warnings() []string }
+
+// ReadinessCheck is a part of the node that /readyz asks besides the
+// broker: while Err returns an error, /readyz answers 503 with the error
+// under Name (the transport Hub's poller: "poller", see
+// transport.Hub.PollerErr). Err must be cheap and safe for concurrent use.
+type ReadinessCheck struct {
+	Name string
+	Err  func() error
+}
 
 // ProvisioningReporter remembers its last failure to create the topics
 // the gateway needs (*partitioning.Provisioner does for tenant topics);

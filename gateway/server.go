@@ -80,6 +80,8 @@ type Deps struct {
 	// Provisioning are more topics' provisioners whose last failure
 	// /readyz reports, as it does the tenant topics' (optional).
 	Provisioning []ProvisioningReporter
+	// Checks are more parts of the node /readyz asks (optional).
+	Checks []ReadinessCheck
 }
 
 // Server is the gateway's HTTP surface.
@@ -130,7 +132,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
 		},
-		ready: newReadiness(deps.Pinger, reporters(deps.Topics, deps.Provisioning), cfg.ReadyInterval, m),
+		ready: newReadiness(deps.Pinger, reporters(deps.Topics, deps.Provisioning), deps.Checks, cfg.ReadyInterval, m),
 
 		discoEndpoints: map[string]string{"events": "/events"},
 		discoCaps:      map[string]any{"experimental": map[string]any{}},

@@ -116,7 +116,8 @@ var (
 // WebSocket, every binding) the Hub refused, over the tenant's
 // --max-streams-per-tenant ("tenant-limit") or during shutdown
 // ("shutting-down"); aep_sse_parked_streams and
-// aep_websocket_parked_connections, the streams the Hub holds parked.
+// aep_websocket_parked_connections, the streams the Hub holds parked;
+// aep_poller_failures_total, the failures of its poller.
 func hubRefusals(h *transport.Hub) []prometheus.Collector {
 	const name, help = "aep_stream_refusals_total", "Streams (SSE and WebSocket) refused on admission, by reason: tenant-limit (--max-streams-per-tenant) or shutting-down."
 	limit := func() float64 { n, _ := h.Refusals(); return float64(n) }
@@ -130,5 +131,8 @@ func hubRefusals(h *transport.Hub) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_websocket_parked_connections",
 			Help: "WebSocket connections parked now: on the poller, with a reader, writer or subscription pump only while it has work (HTTP/1.x on Linux)."},
 			func() float64 { return float64(h.ParkedWebSockets()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "aep_poller_failures_total",
+			Help: "Failures of the poller that holds parked streams (epoll_wait failed): its streams moved to goroutines, no stream parks until restart and /readyz answers 503."},
+			func() float64 { return float64(h.PollerFailures()) }),
 	}
 }

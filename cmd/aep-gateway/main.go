@@ -213,8 +213,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	}
 	ks, _ := partitioning.ParseKeyStrategy(cfg.KeyStrategy)
 	liveTopics := &provisionStatus{} // the workers mode's topics, created on first use
+	// Every stream of every binding is admitted by one Hub: one per-tenant
+	// cap, and one shutdown that ends them all. A failure of its poller
+	// (parked streams) makes /readyz answer 503.
+	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
+	hub.SetParking(cfg.ParkIdleStreams)
+	hub.SetLogger(log)
 	deps := gateway.Deps{Topics: prov, Writer: gateway.KafkaWriter{Client: producer}, Pinger: producer,
-		Provisioning: []gateway.ProvisioningReporter{liveTopics}}
+		Provisioning: []gateway.ProvisioningReporter{liveTopics},
+		Checks:       []gateway.ReadinessCheck{{Name: "poller", Err: hub.PollerErr}}}
 	if embedded != nil {
 		deps.Auditor = embedded
 		deps.Pinger = pingAll{producer, embedded} // /readyz sees a broker that stopped accepting
@@ -256,10 +263,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		return err
 	}
 	lc.adds("delivery engine", eng.Close)
-	// Every stream of every binding is admitted by one Hub: one per-tenant
-	// cap, and one shutdown that ends them all.
-	hub := transport.NewHub(cfg.MaxStreamsPerTenant)
-	hub.SetParking(cfg.ParkIdleStreams)
 	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",

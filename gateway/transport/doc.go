@@ -20,5 +20,9 @@
 // all on Shutdown and waits for them; it owns the poller and the few
 // goroutines that end parked streams whose client left. A parked stream
 // runs its binding's Cleanup exactly once, from whichever goroutine ends
-// it.
+// it, and owns its descriptor: the descriptor leaves the poller before it
+// is closed on every path (a failed write shuts the socket down instead
+// of closing it). When the poller fails, the Hub logs and counts it,
+// reports it (PollerErr, for /readyz) and moves every parked stream to a
+// goroutine of its own (hub_poll.go); nothing parks after that.
 package transport

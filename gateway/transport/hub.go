@@ -6,7 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aep-gateway/aep-gateway/internal/netpoll"
+	"github.com/rs/zerolog"
 )
 
 var (
@@ -30,14 +30,16 @@ type Hub struct {
 	wg       sync.WaitGroup       // one per open stream
 	shutdown chan struct{}        // closed when Shutdown starts
 
-	pmu        sync.Mutex
-	poll       *netpoll.Poller // while pollRefs > 0; guarded by pmu
-	pollRefs   int             // parked streams using poll; guarded by pmu
-	pollFailed bool            // the platform has no poller; guarded by pmu
-	noPark     atomic.Bool
-	enders     runner // ends parked streams whose client left
+	pmu      sync.Mutex
+	pset     *pollSet // the poller streams park on now (nil: none started); guarded by pmu
+	noPoller bool     // the platform has no poller; guarded by pmu
+	pollErr  error    // the poller failed: nothing parks any more; guarded by pmu
+	noPark   atomic.Bool
+	enders   runner // ends parked streams whose client left, unparks them when the poller fails
+	log      atomic.Pointer[zerolog.Logger]
 
 	refusedLimit, refusedShutdown atomic.Uint64
+	pollFailures                  atomic.Uint64
 	parked                        atomic.Int64 // SSE streams parked now
 	parkedWS                      atomic.Int64 // WebSockets on the poller now
 }
@@ -179,44 +181,3 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 // every stream keeps its goroutine (the path HTTP/2, TLS and non-Linux
 // take anyway). Streams already parked stay parked.
 func (h *Hub) SetParking(on bool) { h.noPark.Store(!on) }
-
-// acquirePoller is the Hub's netpoll.Poller for one more parked stream,
-// started by the first; nil when parking is off or the platform has none.
-// The poller lives while streams are parked: the last releasePoller closes
-// it, so a Hub with no parked stream holds no goroutine.
-func (h *Hub) acquirePoller() *netpoll.Poller {
-	if h.noPark.Load() {
-		return nil
-	}
-	h.pmu.Lock()
-	defer h.pmu.Unlock()
-	if h.poll == nil {
-		if h.pollFailed {
-			return nil
-		}
-		p, err := netpoll.New()
-		if err != nil {
-			// unsupported: never again; out of descriptors: the next stream tries again
-			h.pollFailed = errors.Is(err, netpoll.ErrUnsupported)
-			return nil
-		}
-		h.poll = p
-	}
-	h.pollRefs++
-	return h.poll
-}
-
-// releasePoller gives back what acquirePoller gave; the last one closes
-// the poller (waiting for its goroutine).
-func (h *Hub) releasePoller() {
-	h.pmu.Lock()
-	h.pollRefs--
-	var last *netpoll.Poller
-	if h.pollRefs == 0 {
-		last, h.poll = h.poll, nil
-	}
-	h.pmu.Unlock()
-	if last != nil {
-		_ = last.Close()
-	}
-}

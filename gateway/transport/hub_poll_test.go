@@ -22,12 +22,12 @@ func TestHubPollerLivesWhileStreamsAreParked(t *testing.T) {
 	if b := h.acquirePoller(); b != a {
 		t.Fatal("a second parked stream got another poller")
 	}
-	h.releasePoller()
-	if h.poll != a {
+	h.releasePoller(a)
+	if h.pset != a {
 		t.Fatal("the poller closed while a stream is still parked")
 	}
-	h.releasePoller()
-	if h.poll != nil {
+	h.releasePoller(a)
+	if h.pset != nil {
 		t.Fatal("the poller outlived the last parked stream")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -35,14 +35,14 @@ func TestHubPollerLivesWhileStreamsAreParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if _, err := a.Add(ln.(syscall.Conn), func() {}); !errors.Is(err, netpoll.ErrClosed) {
+	if _, err := a.p.Add(ln.(syscall.Conn), func() {}); !errors.Is(err, netpoll.ErrClosed) {
 		t.Fatalf("Add on the released poller: %v, want ErrClosed", err)
 	}
 	c := h.acquirePoller()
 	if c == nil || c == a {
 		t.Fatalf("after the last release: poller %p, want a new one (old %p)", c, a)
 	}
-	h.releasePoller()
+	h.releasePoller(c)
 	h.SetParking(false)
 	if h.acquirePoller() != nil {
 		t.Fatal("a poller with parking off")

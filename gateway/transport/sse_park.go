@@ -8,8 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
 
 // Park: an idle SSE stream that holds no goroutine.
@@ -59,8 +57,7 @@ type parkedSSE[T any] struct {
 	onClose   func([]byte) []byte
 	cleanup   []func()
 	ends      []func(written int64) // the OnPark hooks' ends
-	handle    *netpoll.Handle
-	readDone  chan struct{} // without a handle: closed when the reading goroutine returns
+	fd        parkedFD              // its place on the Hub's poller, held until the stream ends
 	hb        *time.Timer
 
 	// touched only by the goroutine running the stream (running), which
@@ -68,10 +65,11 @@ type parkedSSE[T any] struct {
 	wrote   bool  // elements written since the last heartbeat tick
 	written int64 // bytes written to the connection
 
-	mu      sync.Mutex
-	pending uint8 // guarded by mu
-	running bool  // a goroutine runs the stream; guarded by mu
-	ended   bool  // guarded by mu
+	mu       sync.Mutex
+	pending  uint8         // guarded by mu
+	running  bool          // a goroutine runs the stream; guarded by mu
+	ended    bool          // guarded by mu
+	readDone chan struct{} // off the poller: closed when the reading goroutine returns; guarded by mu
 }
 
 // bufPool holds the write buffers of parked streams: one is borrowed per
@@ -93,26 +91,27 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 		return false
 	}
 	hub := cfg.Stream.h
-	poller := hub.acquirePoller()
-	if poller == nil {
+	ps := hub.acquirePoller()
+	if ps == nil {
 		return false
 	}
 	head := responseHead(w.Header())
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		hub.releasePoller()
+		hub.releasePoller(ps)
 		return false // not hijackable (a wrapper that hides it): the goroutine path
 	}
 	_ = conn.SetDeadline(time.Time{}) // net/http's read deadline, if any, is ours to clear
 	dropBuffers(brw)
 	p := &parkedSSE[T]{conn: conn, enders: &cfg.Stream.h.enders, cfg: cfg, src: src, appendMsg: appendMsg, onClose: onClose}
+	p.fd.init(ps, p)
 	bp := bufPool.Get().(*[]byte)
 	b := append(append(append((*bp)[:0], head...), cfg.Preamble...), ": stream open\n\n"...)
 	ok = p.write(b)
 	putBuf(bp, b)
 	if !ok {
 		_ = conn.Close()
-		hub.releasePoller()
+		hub.releasePoller(ps)
 		if cfg.AfterWrite != nil {
 			cfg.AfterWrite(false)
 		}
@@ -121,15 +120,8 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	p.written -= int64(len(head)) // the hooks count the body
 	p.cleanup = cfg.Cleanup.take()
 	p.ends = runParkHooks(r.Context())
-	p.hub().parked.Add(1)
 	p.running = true // until registered: wake-ups only mark pending
-	sc, ok := conn.(syscall.Conn)
-	if ok {
-		p.handle, err = poller.Add(sc, func() { p.wake(wakeGone) })
-	}
-	if !ok || err != nil {
-		p.watchByReading() // a connection the poller cannot watch
-	}
+	p.watch(sc(conn))
 	p.hb = time.AfterFunc(cfg.Heartbeat, func() { p.wake(wakeHeartbeat) })
 	cfg.Stream.OnShutdown(func() { p.wake(wakeShutdown) })
 	nf.OnReady(func() { p.wake(wakeData) })
@@ -143,17 +135,55 @@ func park[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src Sour
 	return true
 }
 
-// watchByReading learns that the client left the way net/http does, with
-// a goroutine blocked in Read: for a connection the poller cannot watch
-// (one without a descriptor). end closes the connection and waits for it.
-func (p *parkedSSE[T]) watchByReading() {
-	p.readDone = make(chan struct{})
+// sc is conn's descriptor, nil when it has none.
+func sc(conn net.Conn) syscall.Conn {
+	s, _ := conn.(syscall.Conn)
+	return s
+}
+
+// watch puts the stream on the poller to learn that the client left, or
+// reads for it (watchByReading) when the poller cannot watch the
+// connection or has failed. The stream is not running yet (park holds it).
+func (p *parkedSSE[T]) watch(s syscall.Conn) {
+	if s == nil {
+		p.mu.Lock()
+		p.watchByReadingLocked()
+		p.mu.Unlock()
+		return
+	}
+	if err := p.fd.add(s, func() { p.wake(wakeGone) }); err != nil {
+		p.mu.Lock()
+		p.watchByReadingLocked()
+		p.mu.Unlock()
+	}
+}
+
+// watchByReadingLocked learns that the client left the way net/http does,
+// with a goroutine blocked in Read: for a connection the poller cannot
+// watch (one without a descriptor) or once the poller failed. end closes
+// the connection and waits for it. Must hold p.mu.
+func (p *parkedSSE[T]) watchByReadingLocked() {
+	done := make(chan struct{})
+	p.readDone = done
 	go func() {
-		defer close(p.readDone)
+		defer close(done)
 		var b [1]byte
 		_, _ = p.conn.Read(b[:])
 		p.wake(wakeGone)
 	}()
+}
+
+// unpark moves the stream off the failed poller: a goroutine reads to
+// learn that the client left, the rest goes on as before.
+func (p *parkedSSE[T]) unpark() {
+	if !p.fd.leave() {
+		return // ending: end took it off
+	}
+	p.mu.Lock()
+	if !p.ended { // else end has read readDone: nothing to read for
+		p.watchByReadingLocked()
+	}
+	p.mu.Unlock()
 }
 
 // responseHead is the status line and headers of a parked stream's
@@ -336,23 +366,21 @@ func (p *parkedSSE[T]) write(b []byte) bool {
 func (p *parkedSSE[T]) end() {
 	p.mu.Lock()
 	p.ended = true
+	readDone := p.readDone
 	p.mu.Unlock()
 	if nf, ok := p.src.(notifier); ok {
 		nf.OnReady(nil)
 	}
 	p.hb.Stop()
-	if p.handle != nil {
-		_ = p.handle.Remove()
-	}
+	p.fd.leave() // before Close: the number may be reused at once
 	_ = p.conn.Close()
-	if p.readDone != nil {
-		<-p.readDone
+	if readDone != nil {
+		<-readDone
 	}
-	p.hub().releasePoller()
+	p.fd.release()
 	if p.cfg.AfterWrite != nil {
 		p.cfg.AfterWrite(false)
 	}
-	p.hub().parked.Add(-1)
 	runAll(p.cleanup)
 	for _, end := range p.ends {
 		end(p.written)

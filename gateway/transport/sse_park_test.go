@@ -42,7 +42,13 @@ func newParkServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string
 // over TLS with HTTP/2 (and no connlimit.Listener).
 func startParkServer(t *testing.T, cfg transport.SSEConfig, ch *queue.Queue[string], onClose func([]byte) []byte, h2 bool) *parkServer {
 	t.Helper()
-	ps := &parkServer{hub: transport.NewHub(0), returned: make(chan struct{}), ended: make(chan struct{})}
+	return startParkServerOn(t, transport.NewHub(0), cfg, ch, onClose, h2)
+}
+
+// startParkServerOn is startParkServer admitting its streams in hub.
+func startParkServerOn(t *testing.T, hub *transport.Hub, cfg transport.SSEConfig, ch *queue.Queue[string], onClose func([]byte) []byte, h2 bool) *parkServer {
+	t.Helper()
+	ps := &parkServer{hub: hub, returned: make(chan struct{}), ended: make(chan struct{})}
 	ps.hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(ps.returned)
 		stream, err := ps.hub.Enter("tenant", nil)

@@ -30,6 +30,17 @@ type WSConfig struct {
 	// HandshakeTimeout bounds each read until Ready is called (the
 	// dialect's opening message must come in time). Zero means no bound.
 	HandshakeTimeout time.Duration
+	// ReadTimeout bounds a parked connection's read once the poller saw
+	// bytes, and in Serve the rest of a payload longer than its first 16
+	// KiB part: a peer that stalls mid-message is cut off instead of
+	// holding a reader (and payloads are read as they arrive, never
+	// allocated from the announced length). Idle time between messages
+	// is not bounded by it (the heartbeat times out a silent peer), nor is
+	// a short message in Serve, where a deadline per message would cost
+	// two deadline changes each (+36 % a read, docs/architecture.md) and
+	// the heartbeat ends a peer stalled mid-frame (it cannot answer a
+	// ping). Zero means 30s.
+	ReadTimeout time.Duration
 	// Heartbeat is how the connection keeps its peer honest once
 	// StartHeartbeat is called.
 	Heartbeat Heartbeat
@@ -78,6 +89,9 @@ func (c WSConfig) withDefaults() WSConfig {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
 	}
 	return c
 }
@@ -142,14 +156,15 @@ type Conn struct {
 	// only before ending; the writer's stop and parking are decided under
 	// it so that a parked connection whose writer stops is always ended.
 	life      sync.Mutex
-	ending    bool           // guarded by life
-	wstop     bool           // guarded by life
-	parked    bool           // guarded by life
-	noPark    bool           // reader only: parking failed once, do not retry
-	poll      *netpollHandle // guarded by life (set once when parking)
-	sc        syscall.Conn   // the parked socket's descriptor; set before poll
-	ends      []func(int64)  // the OnPark hooks' ends; set when parking
-	beatTimer *time.Timer    // guarded by life
+	ending    bool          // guarded by life
+	wstop     bool          // guarded by life
+	parked    bool          // guarded by life
+	unparked  atomic.Bool   // moved off the failed poller: its reader reads on
+	noPark    bool          // reader only: parking failed once, do not retry
+	fd        parkedFD      // its place on the Hub's poller (set up once when parking, under life)
+	sc        syscall.Conn  // the parked socket's descriptor; set before poll
+	ends      []func(int64) // the OnPark hooks' ends; set when parking
+	beatTimer *time.Timer   // guarded by life
 	endOnce   sync.Once
 
 	// Heartbeat state: pingSent is the UnixNano of the protocol ping not
@@ -172,6 +187,7 @@ func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	c.w.c = c
 	if ws != nil {
 		ws.OnPong(func() { c.pingSent.Store(0) })
+		ws.msgTimeout = cfg.ReadTimeout
 	}
 	return c
 }
@@ -303,7 +319,7 @@ func (c *Conn) readLoop() (parked bool) {
 			c.ws.SetReadDeadline(time.Time{})
 			bounded = false
 		}
-		if !c.readOne() {
+		if !c.readOne(false) {
 			return false
 		}
 		if bounded && c.ready.Load() {
@@ -317,9 +333,24 @@ func (c *Conn) readLoop() (parked bool) {
 }
 
 // readOne reads one message and hands it over; false when the reading
-// ends.
-func (c *Conn) readOne() bool {
-	typ, data, err := c.ws.ReadMessage()
+// ends. parked reads for a connection the poller woke: the whole read is
+// bounded by ReadTimeout, and a control frame alone is all it reads
+// (nothing to hand over), so that no reader waits for a message after a
+// pong.
+func (c *Conn) readOne(parked bool) bool {
+	var (
+		typ  websocket.MessageType
+		data []byte
+		err  error
+	)
+	if parked {
+		typ, data, err = c.ws.readParked()
+	} else {
+		typ, data, err = c.ws.ReadMessage()
+	}
+	if errors.Is(err, errNoMessage) {
+		return true
+	}
 	if err != nil {
 		if websocket.CloseStatus(err) == -1 && c.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
 			c.log.Debug().Err(err).Msg("transport: websocket read")
@@ -429,7 +460,8 @@ func (c *Conn) ping() {
 	} else {
 		c.pingSent.Store(now.UnixNano())
 		if err := c.ws.Ping(c.cfg.WriteTimeout); err != nil {
-			return // the socket is closed: the reader returns
+			c.writeFailed(err)
+			return
 		}
 	}
 	c.rearmBeat(every)
@@ -453,10 +485,19 @@ func (c *Conn) beat() {
 	if c.beating.Load() {
 		var buf [128]byte
 		if err := c.ws.Write(AppendFrame(buf[:0], opText, c.cfg.Heartbeat.Frame()), c.cfg.WriteTimeout, false); err != nil {
-			return // the socket is closed: the reader returns
+			c.writeFailed(err)
+			return
 		}
 	}
 	c.rearmBeat(every)
+}
+
+// writeFailed ends the connection after a heartbeat's write failed (the
+// socket is shut down): the writer stops for good, which ends a parked
+// connection; a reader in Serve reads the end of the socket and returns.
+func (c *Conn) writeFailed(err error) {
+	c.log.Debug().Err(err).Msg("transport: websocket heartbeat write")
+	c.stopWriter()
 }
 
 // truncReason keeps a close reason within the 123 bytes a close frame

@@ -2,14 +2,13 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
-
-type netpollHandle = netpoll.Handle
 
 // mayLinger reports whether ending the connection may wait on the peer:
 // for the write of a close (WriteTimeout) or for the peer's answer to it
@@ -74,14 +73,14 @@ func (c *Conn) park() bool {
 		return false
 	}
 	hub := c.cfg.Stream.h
-	p := hub.acquirePoller()
-	if p == nil {
+	ps := hub.acquirePoller()
+	if ps == nil {
 		c.noPark = true
 		return false
 	}
-	parked, err := c.watch(p, sc)
+	parked, err := c.watch(ps, sc)
 	if !parked {
-		hub.releasePoller()
+		hub.releasePoller(ps)
 	}
 	if err != nil {
 		c.noPark = true
@@ -92,19 +91,18 @@ func (c *Conn) park() bool {
 
 // watch adds the connection to p unless it is ending (then the reader sees
 // it through).
-func (c *Conn) watch(p *netpoll.Poller, sc syscall.Conn) (bool, error) {
+func (c *Conn) watch(ps *pollSet, sc syscall.Conn) (bool, error) {
 	c.life.Lock()
 	defer c.life.Unlock()
 	if c.wstop || c.ending {
 		return false, nil
 	}
 	c.sc = sc // before Add: the callback may run at once
-	h, err := p.Add(sc, c.wake)
-	if err != nil {
+	c.fd.init(ps, c)
+	if err := c.fd.add(sc, c.wake); err != nil {
 		return false, err
 	}
-	c.poll, c.parked = h, true
-	c.cfg.Stream.h.parkedWS.Add(1)
+	c.parked = true
 	if c.ws.hooks != nil {
 		// The middleware that measures requests when their handler
 		// returns learns that this one parked (OnPark), and is told when
@@ -126,16 +124,45 @@ func (c *Conn) wake() {
 }
 
 // readParked reads and handles one message of a parked connection, then
-// watches the socket again; the connection ends when reading does.
+// watches the socket again; the connection ends when reading does. Once
+// the connection left the failed poller (unparked) it goes on reading, as
+// Serve does.
 func (c *Conn) readParked() {
-	if !c.readOne() {
-		c.endParked()
-		return
+	for {
+		if !c.readOne(!c.unparked.Load()) {
+			c.endParked()
+			return
+		}
+		if c.unparked.Load() {
+			continue
+		}
+		err := c.fd.rearm()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, netpoll.ErrFailed):
+			c.leavePoller() // before the Hub's unpark comes: read on
+		default:
+			c.log.Debug().Err(err).Msg("transport: websocket rearm")
+			c.endParked()
+			return
+		}
 	}
-	if err := c.poll.Rearm(); err != nil {
-		c.log.Debug().Err(err).Msg("transport: websocket rearm")
-		c.endParked()
+}
+
+// unpark moves the connection off the failed poller to a reader goroutine
+// of its own (readParked, reading on), unless it is ending.
+func (c *Conn) unpark() {
+	if c.leavePoller() {
+		c.reading.kick(c, c.readParked)
 	}
+}
+
+// leavePoller takes the connection off the poller for good (it failed);
+// false when it was off already (ending, or left).
+func (c *Conn) leavePoller() bool {
+	c.unparked.Store(true) // its reader reads on from now
+	return c.fd.leave()
 }
 
 // endParked ends a parked connection (once): the poller stops watching
@@ -148,14 +175,10 @@ func (c *Conn) readParked() {
 func (c *Conn) endParked() {
 	c.endOnce.Do(func() {
 		end := func() {
-			c.life.Lock() // watch sets poll under it, maybe after the callback ran
-			h := c.poll
-			c.life.Unlock()
-			if err := h.Remove(); err != nil {
-				c.log.Debug().Err(err).Msg("transport: websocket unwatch")
-			}
-			c.cfg.Stream.h.parkedWS.Add(-1)
-			c.cfg.Stream.h.releasePoller()
+			// Off the poller before the descriptor is closed (shut): its
+			// number may go to the next connection at once.
+			c.fd.leave()
+			c.fd.release()
 			c.shut()
 			for _, end := range c.ends {
 				end(c.ws.Written())

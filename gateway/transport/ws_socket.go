@@ -32,6 +32,11 @@ type Socket struct {
 
 	// rhdr is the reader's header scratch; reader only.
 	rhdr [14]byte
+	// msgTimeout bounds a parked read (0: no bound); rbase is the
+	// deadline the owner set (SetReadDeadline, in UnixNano; 0: none),
+	// restored after it. Reader only.
+	msgTimeout time.Duration
+	rbase      int64
 
 	wmu       sync.Mutex
 	closeSent bool // a close frame was written; guarded by wmu
@@ -55,6 +60,10 @@ const closeWait = 5 * time.Second
 
 // Read-side errors that close the connection with a status.
 var errWSClosed = errors.New("transport: websocket closed")
+
+// errNoMessage is readMessage's answer, for a parked connection, when it
+// read control frames and no data message has begun.
+var errNoMessage = errors.New("transport: websocket: control frames only")
 
 // op codes (RFC 6455 §5.2).
 const (
@@ -120,7 +129,7 @@ func (s *Socket) writeLocked(b []byte, timeout time.Duration, closes bool) error
 		// A frame may be cut: nothing can follow it. The reader returns.
 		s.closeSent = true
 		s.sentAny.Store(true)
-		_ = s.nc.Close()
+		s.kill()
 		return fmt.Errorf("transport: websocket write: %w", err)
 	}
 	if closes && !s.gotClose.Load() {
@@ -154,8 +163,18 @@ func (s *Socket) Ping(timeout time.Duration) error {
 func (s *Socket) OnPong(f func()) { s.onPong.Store(&f) }
 
 // SetReadDeadline bounds the next reads; ignored once the close
-// handshake's own deadline is set.
+// handshake's own deadline is set. Reader only.
 func (s *Socket) SetReadDeadline(t time.Time) {
+	s.rbase = 0
+	if !t.IsZero() {
+		s.rbase = t.UnixNano()
+	}
+	s.applyReadDeadline(t)
+}
+
+// applyReadDeadline sets the connection's read deadline unless the close
+// handshake's own is set.
+func (s *Socket) applyReadDeadline(t time.Time) {
 	s.wmu.Lock()
 	if !s.closing {
 		_ = s.nc.SetReadDeadline(t)
@@ -163,9 +182,55 @@ func (s *Socket) SetReadDeadline(t time.Time) {
 	s.wmu.Unlock()
 }
 
-// Abort closes the TCP connection at once (a blocked read or write
-// returns).
-func (s *Socket) Abort() { _ = s.nc.Close() }
+// boundMessage bounds a parked read by msgTimeout (or the owner's earlier
+// deadline); false when there is no bound (nothing to restore).
+func (s *Socket) boundMessage() bool {
+	if s.msgTimeout <= 0 {
+		return false
+	}
+	t := time.Now().Add(s.msgTimeout)
+	if s.rbase != 0 && s.rbase < t.UnixNano() {
+		t = time.Unix(0, s.rbase)
+	}
+	s.applyReadDeadline(t)
+	return true
+}
+
+// restoreDeadline puts the owner's read deadline back after a message.
+func (s *Socket) restoreDeadline() {
+	var t time.Time
+	if s.rbase != 0 {
+		t = time.Unix(0, s.rbase)
+	}
+	s.applyReadDeadline(t)
+}
+
+// Abort ends the TCP connection's traffic at once (a blocked read or
+// write returns); Finish closes it.
+func (s *Socket) Abort() { s.kill() }
+
+// halfCloser is a connection that can stop each direction without giving
+// up its descriptor (*net.TCPConn, *net.UnixConn).
+type halfCloser interface {
+	CloseRead() error
+	CloseWrite() error
+}
+
+// kill ends the connection's traffic without closing its descriptor, so
+// that its number cannot be reused while a poller may still watch it
+// (internal/netpoll: Remove before Close): a blocked read returns end of
+// file, writes fail, the peer sees the end. Finish closes the descriptor,
+// after the connection left the poller. A connection that cannot shut
+// down one direction (no descriptor of its own, e.g. TLS: never parked)
+// is closed.
+func (s *Socket) kill() {
+	if hc, ok := s.nc.(halfCloser); ok {
+		_ = hc.CloseWrite()
+		_ = hc.CloseRead()
+		return
+	}
+	_ = s.nc.Close()
+}
 
 // Finish ends the connection: when our close frame went out and the
 // peer's has not come, it reads (and drops) what the peer still sends
@@ -258,6 +323,31 @@ func (s *Socket) fail(status websocket.StatusCode, reason string) error {
 // before it. A close frame from the peer is answered (unless ours went
 // first) and returned as a websocket.CloseError.
 func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
+	bounded := false
+	typ, msg, err := s.readFrames(false, &bounded)
+	if bounded {
+		s.restoreDeadline()
+	}
+	return typ, msg, err
+}
+
+// readParked is ReadMessage for a connection the poller woke (bytes
+// came): the whole read is bounded by the Conn's ReadTimeout, and it
+// returns errNoMessage after control frames read outside a message.
+func (s *Socket) readParked() (websocket.MessageType, []byte, error) {
+	bounded := s.boundMessage()
+	typ, msg, err := s.readFrames(true, &bounded)
+	if bounded {
+		s.restoreDeadline()
+	}
+	return typ, msg, err
+}
+
+// readFrames reads frames up to a whole data message; parked: see
+// readParked. *bounded says the read is bounded by msgTimeout (the caller
+// restores the owner's deadline); a payload longer than one chunk bounds
+// it (readPayload).
+func (s *Socket) readFrames(parked bool, bounded *bool) (websocket.MessageType, []byte, error) {
 	var (
 		msg    []byte
 		typ    byte
@@ -281,6 +371,9 @@ func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
 			if err := s.control(h.op, p[:h.n]); err != nil {
 				return 0, nil, err
 			}
+			if parked && !inData {
+				return 0, nil, errNoMessage
+			}
 			continue
 		case opText, opBin:
 			if inData {
@@ -297,12 +390,9 @@ func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
 		if int64(len(msg))+h.n > s.limit {
 			return 0, nil, s.fail(websocket.StatusMessageTooBig, fmt.Sprintf("read limited at %d bytes", s.limit))
 		}
-		off := len(msg)
-		msg = append(msg, make([]byte, h.n)...)
-		if err := s.read(msg[off:]); err != nil {
+		if msg, err = s.readPayload(msg, h, bounded); err != nil {
 			return 0, nil, err
 		}
-		unmask(msg[off:], h.mask)
 		if !h.fin {
 			continue
 		}
@@ -314,6 +404,34 @@ func (s *Socket) ReadMessage() (websocket.MessageType, []byte, error) {
 		}
 		return websocket.MessageBinary, msg, nil
 	}
+}
+
+// minChunk is the first part of a payload read at once; each next part
+// is as long as the message so far.
+const minChunk = 16 << 10
+
+// readPayload appends h's payload to msg as it arrives, in parts that
+// double the message (minChunk first), so that a peer that announces a
+// long frame and sends little of it costs what it sent (at most twice,
+// plus minChunk), not what it announced. A payload of more than one part
+// is bounded by msgTimeout from its second part on, unless *bounded
+// already: a frame stalled past its first part ends the read.
+func (s *Socket) readPayload(msg []byte, h frameHeader, bounded *bool) ([]byte, error) {
+	off := len(msg)
+	for rest := h.n; rest > 0; {
+		if len(msg) > off && !*bounded {
+			*bounded = s.boundMessage()
+		}
+		part := min(rest, int64(max(minChunk, len(msg))))
+		start := len(msg)
+		msg = append(msg, make([]byte, part)...)
+		if err := s.read(msg[start:]); err != nil {
+			return nil, err
+		}
+		rest -= part
+	}
+	unmask(msg[off:], h.mask)
+	return msg, nil
 }
 
 // control handles a control frame's payload p.
@@ -334,8 +452,11 @@ func (s *Socket) control(op byte, p []byte) error {
 			return s.fail(websocket.StatusProtocolError, "close payload of one byte")
 		case len(p) >= 2:
 			ce.Code, ce.Reason = websocket.StatusCode(binary.BigEndian.Uint16(p)), string(p[2:])
-			if !validCloseCode(ce.Code) || !utf8.ValidString(ce.Reason) {
-				return s.fail(websocket.StatusProtocolError, "invalid close payload")
+			if !validCloseCode(ce.Code) {
+				return s.fail(websocket.StatusProtocolError, "invalid close code")
+			}
+			if !utf8.ValidString(ce.Reason) {
+				return s.fail(websocket.StatusInvalidFramePayloadData, "invalid UTF-8 in the close reason")
 			}
 		}
 		echo := ce.Code

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -181,33 +182,116 @@ func TestSocketHandshakeFramesAndCloseEcho(t *testing.T) {
 	}
 }
 
-// Each protocol violation closes with its status: unmasked frame and
-// reserved bits 1002, invalid UTF-8 in text 1007, a message over the read
-// limit 1009, a continuation without a message 1002.
-func TestSocketProtocolViolationsClose(t *testing.T) {
+// closePayload is a close frame's payload: status and reason.
+func closePayload(status uint16, reason string) []byte {
+	return append(binary.BigEndian.AppendUint16(nil, status), reason...)
+}
+
+// The server side of RFC 6455 against a table in the spirit of the
+// Autobahn testsuite (cases 1-7, 9 and 12 by topic), over real sockets
+// with a hand-written client: each case sends frames and wants the
+// server's frames (echo: "type:data") or its close status. The read limit
+// is 64 bytes.
+func TestSocketProtocolTable(t *testing.T) {
 	addr := echoServer(t, 64)
+	a64 := bytes.Repeat([]byte("a"), 64)
+	type step func(c *rawClient)
+	send := func(fin bool, op byte, p []byte) step {
+		return func(c *rawClient) { c.frame(fin, op, p, true) }
+	}
+	want := func(op byte, p string) step { return func(c *rawClient) { c.wantFrame(op, p) } }
+	closes := func(st websocket.StatusCode) step { return func(c *rawClient) { c.wantClose(st) } }
+	const (
+		cont, text, bin, cls, ping, pong = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+	)
 	cases := []struct {
-		name   string
-		send   func(c *rawClient)
-		status websocket.StatusCode
+		name  string
+		steps []step
 	}{
-		{"unmasked", func(c *rawClient) { c.frame(true, 0x1, []byte("x"), false) }, websocket.StatusProtocolError},
-		{"rsv", func(c *rawClient) { c.frame(true, 0x1|0x40, []byte("x"), true) }, websocket.StatusProtocolError},
-		{"utf8", func(c *rawClient) { c.frame(true, 0x1, []byte{0xff, 0xfe}, true) }, websocket.StatusInvalidFramePayloadData},
-		{"limit", func(c *rawClient) { c.frame(true, 0x1, bytes.Repeat([]byte("a"), 65), true) }, websocket.StatusMessageTooBig},
-		{"limit-fragments", func(c *rawClient) {
-			c.frame(false, 0x1, bytes.Repeat([]byte("a"), 40), true)
-			c.frame(true, 0x0, bytes.Repeat([]byte("a"), 40), true)
-		}, websocket.StatusMessageTooBig},
-		{"continuation", func(c *rawClient) { c.frame(true, 0x0, []byte("x"), true) }, websocket.StatusProtocolError},
-		{"control-too-long", func(c *rawClient) { c.frame(true, 0x9, bytes.Repeat([]byte("p"), 126), true) }, websocket.StatusProtocolError},
-		{"bad-close-code", func(c *rawClient) { c.frame(true, 0x8, []byte{0x03, 0xED}, true) }, websocket.StatusProtocolError},
+		// Framing and fragmentation (Autobahn 1, 5).
+		{"text", []step{send(true, text, []byte("hello")), want(text, "MessageText:hello")}},
+		{"empty-text", []step{send(true, text, nil), want(text, "MessageText:")}},
+		{"binary-not-utf8", []step{send(true, bin, []byte{0xff, 0xfe}), want(text, "MessageBinary:\xff\xfe")}},
+		{"fragments", []step{send(false, text, []byte("ab")), send(false, cont, []byte("cd")), send(true, cont, []byte("ef")),
+			want(text, "MessageText:abcdef")}},
+		{"empty-fragments", []step{send(false, text, nil), send(false, cont, nil), send(true, cont, []byte("x")), want(text, "MessageText:x")}},
+		{"ping-inside-fragments", []step{send(false, text, []byte("ab")), send(true, ping, []byte("p")), want(pong, "p"),
+			send(true, cont, []byte("cd")), want(text, "MessageText:abcd")}},
+		{"pong-inside-fragments", []step{send(false, bin, []byte("ab")), send(true, pong, []byte("u")),
+			send(true, cont, []byte("cd")), want(text, "MessageBinary:abcd")}},
+		{"continuation-without-start", []step{send(true, cont, []byte("x")), closes(websocket.StatusProtocolError)}},
+		{"continuation-after-end", []step{send(true, text, []byte("a")), want(text, "MessageText:a"),
+			send(false, cont, []byte("x")), closes(websocket.StatusProtocolError)}},
+		{"new-message-inside-fragmented", []step{send(false, text, []byte("ab")), send(true, text, []byte("cd")),
+			closes(websocket.StatusProtocolError)}},
+		// Control frames (Autobahn 2).
+		{"ping-echo", []step{send(true, ping, []byte("hello")), want(pong, "hello")}},
+		{"ping-empty", []step{send(true, ping, nil), want(pong, "")}},
+		{"ping-125", []step{send(true, ping, bytes.Repeat([]byte("p"), 125)), want(pong, strings.Repeat("p", 125))}},
+		{"ping-126", []step{send(true, ping, bytes.Repeat([]byte("p"), 126)), closes(websocket.StatusProtocolError)}},
+		{"pong-unsolicited", []step{send(true, pong, []byte("u")), send(true, text, []byte("after")), want(text, "MessageText:after")}},
+		{"pong-126", []step{send(true, pong, bytes.Repeat([]byte("p"), 126)), closes(websocket.StatusProtocolError)}},
+		{"ping-fragmented", []step{send(false, ping, []byte("a")), closes(websocket.StatusProtocolError)}},
+		{"close-fragmented", []step{send(false, cls, closePayload(1000, "")), closes(websocket.StatusProtocolError)}},
+		// Reserved bits and opcodes, masking (Autobahn 3, 4; RFC 6455 5.1).
+		{"rsv1", []step{send(true, text|0x40, []byte("x")), closes(websocket.StatusProtocolError)}},
+		{"rsv2", []step{send(true, text|0x20, []byte("x")), closes(websocket.StatusProtocolError)}},
+		{"rsv3", []step{send(true, text|0x10, []byte("x")), closes(websocket.StatusProtocolError)}},
+		{"rsv-on-ping", []step{send(true, ping|0x70, nil), closes(websocket.StatusProtocolError)}},
+		{"unmasked", []step{func(c *rawClient) { c.frame(true, text, []byte("x"), false) }, closes(websocket.StatusProtocolError)}},
+		// UTF-8 (Autobahn 6).
+		{"utf8-multibyte", []step{send(true, text, []byte("κόσμε")), want(text, "MessageText:κόσμε")}},
+		{"utf8-split-across-fragments", []step{send(false, text, []byte("κ\xcf")), send(true, cont, []byte("\x8cσμε")),
+			want(text, "MessageText:κόσμε")}},
+		{"utf8-invalid", []step{send(true, text, []byte{0xff, 0xfe}), closes(websocket.StatusInvalidFramePayloadData)}},
+		{"utf8-invalid-across-fragments", []step{send(false, text, []byte("κ\xce")), send(true, cont, []byte("\xff")),
+			closes(websocket.StatusInvalidFramePayloadData)}},
+		{"utf8-surrogate", []step{send(true, text, []byte{0xed, 0xa0, 0x80}), closes(websocket.StatusInvalidFramePayloadData)}},
+		{"utf8-truncated-at-end", []step{send(false, text, []byte("a")), send(true, cont, []byte{0xe2, 0x82}),
+			closes(websocket.StatusInvalidFramePayloadData)}},
+		// Close frames (Autobahn 7).
+		{"close-empty", []step{send(true, cls, nil), closes(websocket.StatusNormalClosure)}},
+		{"close-one-byte", []step{send(true, cls, []byte{0x03}), closes(websocket.StatusProtocolError)}},
+		{"close-reason", []step{send(true, cls, closePayload(1000, "bye")), closes(websocket.StatusNormalClosure)}},
+		{"close-reason-123", []step{send(true, cls, closePayload(1000, strings.Repeat("r", 123))), closes(websocket.StatusNormalClosure)}},
+		{"close-126", []step{send(true, cls, closePayload(1000, strings.Repeat("r", 124))), closes(websocket.StatusProtocolError)}},
+		{"close-reason-invalid-utf8", []step{send(true, cls, closePayload(1000, "\xff\xfe")), closes(websocket.StatusInvalidFramePayloadData)}},
+		{"close-after-fragment", []step{send(false, text, []byte("ab")), send(true, cls, closePayload(1000, "")),
+			closes(websocket.StatusNormalClosure)}},
+		{"ping-after-close", []step{send(true, cls, nil), send(true, ping, []byte("late")), closes(websocket.StatusNormalClosure)}},
+		// Limits (the read limit, 64 bytes).
+		{"limit-exact", []step{send(true, bin, a64), want(text, "MessageBinary:"+string(a64))}},
+		{"limit", []step{send(true, text, append(a64, 'a')), closes(websocket.StatusMessageTooBig)}},
+		{"limit-fragments", []step{send(false, text, a64[:40]), send(true, cont, a64[:40]), closes(websocket.StatusMessageTooBig)}},
+		{"limit-announced", []step{func(c *rawClient) {
+			// a header announcing 1 MiB, no payload: refused from the header
+			_, _ = c.nc.Write([]byte{0x82, 0x80 | 127, 0, 0, 0, 0, 0, 0x10, 0, 0, 1, 2, 3, 4})
+		}, closes(websocket.StatusMessageTooBig)}},
+	}
+	for _, op := range []byte{3, 4, 5, 6, 7, 0xB, 0xC, 0xD, 0xE, 0xF} {
+		cases = append(cases, struct {
+			name  string
+			steps []step
+		}{fmt.Sprintf("opcode-%d", op), []step{send(true, op, nil), closes(websocket.StatusProtocolError)}})
+	}
+	for _, code := range []uint16{1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014, 3000, 3999, 4000, 4999} {
+		cases = append(cases, struct {
+			name  string
+			steps []step
+		}{fmt.Sprintf("close-code-%d", code), []step{send(true, cls, closePayload(code, "")), closes(websocket.StatusCode(code))}})
+	}
+	for _, code := range []uint16{0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535} {
+		cases = append(cases, struct {
+			name  string
+			steps []step
+		}{fmt.Sprintf("close-code-invalid-%d", code), []step{send(true, cls, closePayload(code, "")), closes(websocket.StatusProtocolError)}})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := dialRaw(t, addr, "")
-			tc.send(c)
-			c.wantClose(tc.status)
+			for _, st := range tc.steps {
+				st(c)
+			}
 		})
 	}
 }

@@ -7,4 +7,7 @@ var (
 	ErrUnsupported = errors.New("netpoll: unsupported on this platform")
 	// ErrClosed is returned by Add and Rearm once the Poller is closed.
 	ErrClosed = errors.New("netpoll: poller closed")
+	// ErrFailed is returned by Add and Rearm once the Poller's wait failed
+	// (see Options.OnFail), wrapped with the cause.
+	ErrFailed = errors.New("netpoll: poller failed")
 )

@@ -10,8 +10,16 @@ type Poller struct{}
 // Handle is not available on this platform.
 type Handle struct{}
 
+// Options configure a Poller (see the Linux implementation).
+type Options struct {
+	OnFail func(err error)
+}
+
 // New returns ErrUnsupported on this platform.
-func New() (*Poller, error) { return nil, ErrUnsupported }
+func New(Options) (*Poller, error) { return nil, ErrUnsupported }
+
+// Fail does nothing on this platform.
+func (p *Poller) Fail(error) {}
 
 // Add returns ErrUnsupported on this platform.
 func (p *Poller) Add(c syscall.Conn, fn func()) (*Handle, error) { return nil, ErrUnsupported }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/internal/netpoll"
 )
@@ -35,7 +37,7 @@ func pair(t *testing.T) (server, client net.Conn) {
 
 func newPoller(t *testing.T) *netpoll.Poller {
 	t.Helper()
-	p, err := netpoll.New()
+	p, err := netpoll.New(netpoll.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestRemoveIsIdempotentAndUnwatches(t *testing.T) {
 }
 
 func TestCloseJoinsAndRefuses(t *testing.T) {
-	p, err := netpoll.New()
+	p, err := netpoll.New(netpoll.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +219,92 @@ func TestManyConnections(t *testing.T) {
 	}
 	if w := p.Watched(); w != 0 {
 		t.Fatalf("watched %d after removing all", w)
+	}
+}
+
+// A poller whose wait fails says so once (OnFail, with the cause), and
+// refuses from then on (ErrFailed, wrapping the cause) instead of
+// accepting descriptors it will never report on; Remove and Close still
+// work.
+func TestWaitFailureIsReportedAndRefuses(t *testing.T) {
+	errBroken := errors.New("epoll broken")
+	failed := make(chan error, 2)
+	p, err := netpoll.New(netpoll.Options{OnFail: func(err error) { failed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, _ := pair(t)
+	h, err := p.Add(srv.(syscall.Conn), func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Fail(errBroken)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, errBroken) {
+			t.Fatalf("OnFail told %v, want the wait's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the failure was never reported")
+	}
+	srv2, _ := pair(t)
+	if _, err := p.Add(srv2.(syscall.Conn), func() {}); !errors.Is(err, netpoll.ErrFailed) || !errors.Is(err, errBroken) {
+		t.Fatalf("Add after the failure: %v, want ErrFailed wrapping the cause", err)
+	}
+	if err := h.Rearm(); !errors.Is(err, netpoll.ErrFailed) {
+		t.Fatalf("Rearm after the failure: %v, want ErrFailed", err)
+	}
+	if err := h.Remove(); err != nil {
+		t.Fatalf("Remove after the failure: %v", err)
+	}
+	p.Fail(errors.New("again")) // no second report
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 0 {
+		t.Fatalf("OnFail ran again: %v", <-failed)
+	}
+}
+
+// A callback that blocks (it must not, but may be slow) delays only
+// itself: the others still run.
+func TestABlockingCallbackDoesNotStallTheOthers(t *testing.T) {
+	p := newPoller(t)
+	srvA, cliA := pair(t)
+	srvB, cliB := pair(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before Close, which waits for A's
+	hA, err := p.Add(srvA.(syscall.Conn), func() {
+		close(started)
+		<-release
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firedB := make(chan struct{}, 1)
+	hB, err := p.Add(srvB.(syscall.Conn), signal(firedB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cliA.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := cliB.Write([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-firedB:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's callback never ran while A's blocked")
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := hA.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hB.Remove(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,14 @@
+package transport
+
+// FailPoller makes the Hub's poller fail as if epoll_wait had (see
+// netpoll.Poller.Fail); false when no poller runs.
+func (h *Hub) FailPoller(err error) bool {
+	h.pmu.Lock()
+	ps := h.pset
+	h.pmu.Unlock()
+	if ps == nil {
+		return false
+	}
+	ps.p.Fail(err)
+	return true
+}
