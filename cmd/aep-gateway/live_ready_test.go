@@ -14,9 +14,11 @@ import (
 // topic, as it does for tenant topics.
 func TestReadyzNamesWorkersModeTopicFailure(t *testing.T) {
 	// Kafka refuses a topic whose name differs from an existing one only in
-	// '.' vs '_': the tenant topic aep.default.events exists once an event
-	// was accepted, so the registry topic cannot be created.
-	base := startGateway(t, "--live-delivery", "workers", "--live-registry-topic", "aep_default_events")
+	// '.' vs '_': the registry topic aep_live_delivery collides with the
+	// delivery topic aep.live.delivery, so the workers' topics cannot both
+	// be created (the node tries when its engine starts, then again at its
+	// first live stream).
+	base := startGateway(t, "--live-delivery", "workers", "--live-registry-topic", "aep_live_delivery")
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp := do(t, http.MethodGet, base+path, "", "")
@@ -46,7 +48,8 @@ func TestReadyzNamesWorkersModeTopicFailure(t *testing.T) {
 		t.Fatalf("subscribe with the registry topic uncreatable: %d, want a 5xx", sub.StatusCode)
 	}
 	st, body := get("/readyz")
-	if st != http.StatusServiceUnavailable || !strings.Contains(body, "provisioning") || !strings.Contains(body, "aep_default_events") {
+	if st != http.StatusServiceUnavailable || !strings.Contains(body, "provisioning") ||
+		!(strings.Contains(body, "aep_live_delivery") || strings.Contains(body, "aep.live.delivery")) {
 		t.Fatalf("/readyz after the failed provisioning: %d %s", st, body)
 	}
 }
