@@ -64,7 +64,7 @@ func (rd *readiness) start() {
 // until its deadline, and a long one would delay seeing the broker back.
 const (
 	downProbeInterval = 200 * time.Millisecond
-	downProbeTimeout  = 750 * time.Millisecond
+	downProbeTimeout  = 500 * time.Millisecond
 )
 
 func (rd *readiness) probe() {

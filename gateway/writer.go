@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -169,5 +170,21 @@ func NewProducerOpts(maxEvent int, writeTimeout time.Duration) []kgo.Opt {
 		// a partition has records (batches still form while requests are
 		// in flight) instead of lingering for more.
 		kgo.ProducerLinger(0),
+		// After a broker outage, retry soon: franz-go's default backoff
+		// grows to 2.5 s, which can delay the first write after the broker
+		// is back by that much (ingest must be accepted again within 2 s of
+		// the broker answering, issue 29).
+		kgo.RetryBackoffFn(producerBackoff),
+		// A partition whose leader was unreachable waits for a metadata
+		// refresh, at most one per MetadataMinAge (default 5 s): after an
+		// outage that held every write about 2 s past the broker's return.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
+}
+
+// producerBackoff is 100 ms doubling per try up to 400 ms, with up to 20%
+// jitter so that clients do not retry in step.
+func producerBackoff(tries int) time.Duration {
+	d := 100 * time.Millisecond << min(max(tries-1, 0), 2)
+	return d + time.Duration(rand.Int64N(int64(d/5)+1))
 }
