@@ -237,25 +237,26 @@ func (in *ingestor) produceRecs(ctx context.Context, tenant string, recs []*kgo.
 		}
 		return errs
 	}
-	// Keys of the claimed records, for outcomes that come late; looked up
-	// by pointer only then.
-	keys := make(map[*kgo.Record]dedup.Key)
-	for j, r := range recs {
+	// Keys of the claimed records (keys[j] of recs[j]), for outcomes that
+	// come late: a record is looked up by pointer only then. recs and keys
+	// are only read from here on, by the producer's goroutines.
+	keys := make([]dedup.Key, len(recs))
+	claimed := make([]bool, len(recs))
+	for j := range recs {
 		if o := &outs[idx[j]]; o.claimed {
-			keys[r] = windowKey(tenant, &o.attrs)
+			keys[j], claimed[j] = windowKey(tenant, &o.attrs), true
 		}
 	}
-	// keys is only read from here on, by the producer's goroutines.
 	late := func(r *kgo.Record, err error) {
-		k, ok := keys[r]
-		if !ok {
+		j := slices.Index(recs, r)
+		if j < 0 || !claimed[j] {
 			return
 		}
 		if err != nil {
-			in.window.Forget(k)
+			in.window.Forget(keys[j])
 			return
 		}
-		in.window.Accept(k, dedup.Position{Partition: r.Partition, Offset: r.Offset})
+		in.window.Accept(keys[j], dedup.Position{Partition: r.Partition, Offset: r.Offset})
 	}
 	return lw.WriteLate(context.WithoutCancel(ctx), in.produceWait(), recs, late)
 }
@@ -279,29 +280,19 @@ func (in *ingestor) claim(ctx context.Context, tenant string, outs []outcome) {
 	// One bound on waiting for unresolved identities, whatever their number.
 	ctx, cancel := context.WithTimeout(ctx, in.produceWait())
 	defer cancel()
-	var here map[dedup.Key]int // identities claimed by this request (batches only)
 	for i := range outs {
 		o := &outs[i]
 		if o.parseErr != nil || o.writeErr != nil {
 			continue
 		}
-		k := windowKey(tenant, &o.attrs)
-		if j, ok := here[k]; ok {
-			o.sameAs = j + 1 // the same event twice in one request: written once
-			continue
-		}
-		if in.reserve(ctx, k, o) && len(outs) > 1 {
-			if here == nil {
-				here = make(map[dedup.Key]int)
-			}
-			here[k] = i
-		}
+		in.reserve(ctx, windowKey(tenant, &o.attrs), o, outs[:i])
 	}
 }
 
-// reserve claims k for o (reporting true), or settles o as a duplicate or
-// as ErrInDoubt.
-func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome) bool {
+// reserve claims k for o (reporting true), or settles o as a duplicate,
+// as a copy of an earlier event of the same request (in before), or as
+// ErrInDoubt.
+func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome, before []outcome) bool {
 	for {
 		c := in.window.Reserve(k)
 		switch {
@@ -311,6 +302,14 @@ func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome) bool {
 		case c.Known:
 			o.duplicate, o.partition, o.offset = true, c.Pos.Partition, c.Pos.Offset
 			return false
+		}
+		// Pending: perhaps by this very request (the same event twice in
+		// it); looked for only then.
+		for j := range before {
+			if p := &before[j]; p.claimed && p.attrs.ID == o.attrs.ID && p.attrs.Source == o.attrs.Source {
+				o.sameAs = j + 1 // written once, with the first copy
+				return false
+			}
 		}
 		select {
 		case <-c.Wait:

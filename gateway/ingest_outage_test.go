@@ -131,3 +131,32 @@ func TestIngestFailsFastWhileBrokerDown(t *testing.T) {
 		}
 	}
 }
+
+// The same event twice in one request is written once; both copies are
+// answered with its position. A later request with it again is answered
+// from the idempotency window.
+func TestIngestSameEventTwiceInOneRequest(t *testing.T) {
+	g := newTestGateway(t, nil)
+	body := dEvent(7, "s") + "\n" + dEvent(8, "s") + "\n" + dEvent(7, "s") + "\n"
+	resp := g.post("/aep/events", "application/x-ndjson", nil, []byte(body))
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.status, resp.body)
+	}
+	m := resp.json(t)
+	topic := m["topic"].(string)
+	ps := m["positions"].([]any)
+	if m["accepted"].(float64) != 3 || len(ps) != 3 {
+		t.Fatalf("answer %s", resp.body)
+	}
+	first, third := ps[0].(map[string]any), ps[2].(map[string]any)
+	if first["partition"] != third["partition"] || first["offset"] != third["offset"] {
+		t.Errorf("the two copies answered at different positions: %v %v", first, third)
+	}
+	if n := g.records(topic); n != 2 {
+		t.Fatalf("%d records, want 2", n)
+	}
+	again := g.post("/aep/events", "application/x-ndjson", nil, []byte(dEvent(7, "s")+"\n"))
+	if again.status != http.StatusAccepted || g.records(topic) != 2 {
+		t.Fatalf("a retry in a later request: %d %s, %d records", again.status, again.body, g.records(topic))
+	}
+}

@@ -11,6 +11,7 @@
 package dedup
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 )
@@ -31,6 +32,27 @@ type Config struct {
 // Key is an event's identity within a tenant.
 type Key struct{ Tenant, Source, ID string }
 
+// hkey is a Key's 128-bit hash (two seeded maphashes): the window keeps
+// no strings, so the garbage collector has nothing to scan in it and an
+// identity costs the same whatever its length. Two identities share an
+// hkey with odds about n²/2¹²⁹ for n remembered.
+type hkey struct{ a, b uint64 }
+
+func (w *Window) hash(k Key) hkey {
+	return hkey{w.sum(w.seeds[0], k), w.sum(w.seeds[1], k)}
+}
+
+func (w *Window) sum(seed maphash.Seed, k Key) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(k.Tenant)
+	h.WriteByte(0)
+	h.WriteString(k.Source)
+	h.WriteByte(0)
+	h.WriteString(k.ID)
+	return h.Sum64()
+}
+
 // Position is where an event landed.
 type Position struct {
 	Partition int32
@@ -39,26 +61,27 @@ type Position struct {
 
 // Window remembers recent event identities.
 type Window struct {
-	max int
-	ttl time.Duration
-	now func() time.Time
+	max   int
+	ttl   time.Duration
+	now   func() time.Time
+	seeds [2]maphash.Seed
 
 	mu      sync.Mutex
-	entries map[Key]*entry
-	fifo    []fifoItem // accepted entries in acceptance order, from fifo[head]
+	entries map[hkey]entry         // by value and pointer-free: nothing per identity for the GC to scan
+	waiters map[hkey]chan struct{} // of pending identities someone waits for; closed on resolution
+	fifo    []fifoItem             // accepted entries in acceptance order, from fifo[head]
 	head    int
 }
 
 type entry struct {
-	pending bool          // a write is unresolved: the event may or may not be in the log
-	done    chan struct{} // closed when a pending write is resolved
+	pending bool // a write is unresolved: the event may or may not be in the log
 	pos     Position
-	at      time.Time // when accepted
+	at      int64 // when accepted, Unix nanoseconds
 }
 
 type fifoItem struct {
-	k  Key
-	at time.Time
+	k  hkey
+	at int64
 }
 
 // New returns an empty Window.
@@ -72,7 +95,8 @@ func New(cfg Config) *Window {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Window{max: cfg.Max, ttl: cfg.TTL, now: cfg.Now, entries: make(map[Key]*entry)}
+	return &Window{max: cfg.Max, ttl: cfg.TTL, now: cfg.Now, entries: make(map[hkey]entry), waiters: make(map[hkey]chan struct{}),
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 }
 
 // Claim is the answer of Reserve for one identity.
@@ -90,47 +114,57 @@ type Claim struct {
 }
 
 // Reserve claims k for writing unless it is known or being written.
-func (w *Window) Reserve(k Key) Claim {
+func (w *Window) Reserve(key Key) Claim {
+	k := w.hash(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.evictLocked()
-	if e, ok := w.entries[k]; ok {
+	// Eviction runs in Accept; here an entry past its age is only ignored.
+	if e, ok := w.entries[k]; ok && (e.pending || e.at >= w.now().Add(-w.ttl).UnixNano()) {
 		if e.pending {
-			return Claim{Wait: e.done}
+			ch, ok := w.waiters[k]
+			if !ok {
+				ch = make(chan struct{})
+				w.waiters[k] = ch
+			}
+			return Claim{Wait: ch}
 		}
 		return Claim{Known: true, Pos: e.pos}
 	}
-	w.entries[k] = &entry{pending: true, done: make(chan struct{})}
+	w.entries[k] = entry{pending: true}
 	return Claim{Owned: true}
 }
 
 // Accept records that k's event is in the log at pos, waking waiters.
-func (w *Window) Accept(k Key, pos Position) {
+func (w *Window) Accept(key Key, pos Position) {
+	k := w.hash(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.now()
-	e, ok := w.entries[k]
-	if !ok {
-		e = &entry{}
-		w.entries[k] = e
-	}
-	if e.pending {
-		close(e.done)
-	} else if ok {
+	now := w.now().UnixNano()
+	if e, ok := w.entries[k]; ok && !e.pending {
 		return // already known: keep its first position and time
 	}
-	e.pending, e.done, e.pos, e.at = false, nil, pos, now
+	w.wakeLocked(k)
+	w.entries[k] = entry{pos: pos, at: now}
 	w.fifo = append(w.fifo, fifoItem{k, now})
 	w.evictLocked()
 }
 
 // Forget records that k's pending write did not land, waking waiters.
-func (w *Window) Forget(k Key) {
+func (w *Window) Forget(key Key) {
+	k := w.hash(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e, ok := w.entries[k]; ok && e.pending {
-		close(e.done)
+		w.wakeLocked(k)
 		delete(w.entries, k)
+	}
+}
+
+// wakeLocked wakes the waiters of k's pending write. Must hold mu.
+func (w *Window) wakeLocked(k hkey) {
+	if ch, ok := w.waiters[k]; ok {
+		close(ch)
+		delete(w.waiters, k)
 	}
 }
 
@@ -145,13 +179,13 @@ func (w *Window) Len() int {
 // Pending entries stay until resolved (the producer's delivery timeout
 // bounds them). Must hold mu.
 func (w *Window) evictLocked() {
-	cutoff := w.now().Add(-w.ttl)
+	cutoff := w.now().Add(-w.ttl).UnixNano()
 	for ; w.head < len(w.fifo); w.head++ {
 		it := w.fifo[w.head]
-		if len(w.fifo)-w.head <= w.max && !it.at.Before(cutoff) {
+		if len(w.fifo)-w.head <= w.max && it.at >= cutoff {
 			break
 		}
-		if e, ok := w.entries[it.k]; ok && !e.pending && e.at.Equal(it.at) {
+		if e, ok := w.entries[it.k]; ok && !e.pending && e.at == it.at {
 			delete(w.entries, it.k)
 		}
 		w.fifo[w.head] = fifoItem{}

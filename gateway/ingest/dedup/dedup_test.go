@@ -1,6 +1,8 @@
 package dedup
 
 import (
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -84,5 +86,25 @@ func BenchmarkReserveAccept(b *testing.B) {
 		if c := w.Reserve(k); c.Owned {
 			w.Accept(k, Position{0, int64(i)})
 		}
+	}
+}
+
+// BenchmarkWindowMemory fills a window to DefaultMax and reports the heap
+// it holds per identity.
+func BenchmarkWindowMemory(b *testing.B) {
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		w := New(Config{})
+		for i := range DefaultMax {
+			k := Key{"tenant", "agent:bench", strconv.Itoa(i)}
+			w.Reserve(k)
+			w.Accept(k, Position{0, int64(i)})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/DefaultMax, "B/identity")
+		runtime.KeepAlive(w)
 	}
 }
