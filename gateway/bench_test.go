@@ -38,7 +38,9 @@ func benchBody(d aep.Dialect) []byte {
 }
 
 func benchIngest(b *testing.B, d aep.Dialect) {
-	g := newTestGatewayB(b)
+	// The same body every time: without the idempotency window, or every
+	// request after the first would be answered from it.
+	g := newTestGatewayTB(b, func(c *Config) { c.Dedup.Max = -1 })
 	body := benchBody(d)
 	path, hdr := "/aep/events", map[string]string{}
 	if d == aep.DialectR {
@@ -125,4 +127,40 @@ func BenchmarkProduceDirect(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkIngestDDedup is BenchmarkIngestD with fresh event ids in every
+// request, with the idempotency window (on) and without it (off, the
+// baseline of the same run): the window's cost per request.
+func BenchmarkIngestDDedup(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			g := newTestGatewayTB(b, func(c *Config) {
+				if !on {
+					c.Dedup.Max = -1
+				}
+			})
+			body := benchBody(aep.DialectD)
+			client := &http.Client{}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				fresh := bytes.ReplaceAll(body, []byte(`"id":"evt_`), fmt.Appendf(nil, `"id":"e%d_`, i))
+				req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/aep/events", bytes.NewReader(fresh))
+				req.Header.Set("Content-Type", "application/x-ndjson")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 }

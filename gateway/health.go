@@ -24,6 +24,7 @@ type readiness struct {
 	metrics  *metrics
 
 	ok       atomic.Bool
+	probed   atomic.Bool // a probe has answered (ok or not)
 	draining atomic.Bool
 	lastErr  atomic.Value // string
 
@@ -39,10 +40,17 @@ func newReadiness(p Pinger, topics []ProvisioningReporter, checks []ReadinessChe
 func (rd *readiness) start() {
 	go func() {
 		defer close(rd.done)
-		t := time.NewTicker(rd.interval)
+		t := time.NewTimer(rd.interval)
 		defer t.Stop()
 		for {
 			rd.probe()
+			// While the broker is down, probe often: ingest refuses until
+			// a probe succeeds, so its recovery must be seen at once.
+			next := rd.interval
+			if !rd.ok.Load() {
+				next = min(next, downProbeInterval)
+			}
+			t.Reset(next)
 			select {
 			case <-rd.quit:
 				return
@@ -52,11 +60,24 @@ func (rd *readiness) start() {
 	}()
 }
 
+// While the broker is down it is probed every downProbeInterval, each probe
+// given at most downProbeTimeout: a client dialling a dead broker retries
+// until its deadline, and a long one would delay seeing the broker back.
+const (
+	downProbeInterval = 200 * time.Millisecond
+	downProbeTimeout  = 500 * time.Millisecond
+)
+
 func (rd *readiness) probe() {
-	ctx, cancel := context.WithTimeout(context.Background(), rd.interval)
+	timeout := rd.interval
+	if rd.probed.Load() && !rd.ok.Load() {
+		timeout = min(timeout, downProbeTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := rd.pinger.Ping(ctx)
 	rd.ok.Store(err == nil)
+	rd.probed.Store(true)
 	if err != nil {
 		rd.lastErr.Store(err.Error())
 		rd.metrics.ready.Set(0)
@@ -65,6 +86,21 @@ func (rd *readiness) probe() {
 		rd.metrics.ready.Set(1)
 	}
 }
+
+// brokerDown reports why the cluster is known to be unreachable: the last
+// probe failed. Before the first probe it reports nil (not known).
+func (rd *readiness) brokerDown() error {
+	if !rd.probed.Load() || rd.ok.Load() {
+		return nil
+	}
+	msg, _ := rd.lastErr.Load().(string)
+	return &BrokerDownError{Probe: msg}
+}
+
+// BrokerDownError says the readiness probe of the Kafka cluster failed.
+type BrokerDownError struct{ Probe string }
+
+func (e *BrokerDownError) Error() string { return "the Kafka cluster does not answer: " + e.Probe }
 
 func (rd *readiness) stop() {
 	rd.stopOnce.Do(func() { close(rd.quit) })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -72,8 +73,33 @@ type ingestor struct {
 	writer  Writer
 	keys    partitioning.KeyStrategy
 	auditor OffsetAuditor // may be nil
-	timeout time.Duration // bound on one write
+	timeout time.Duration // bound on one write (topic resolution included); the producer keeps a record this long
+	// produce bounds the wait for Kafka's acknowledgement (0: timeout);
+	// an event still unacknowledged then is answered "may or may not be in
+	// the log" and stays in doubt in window until its outcome comes.
+	produce time.Duration
+	// down reports why the cluster is known to be unreachable (nil: it is
+	// not known to be); ingest then refuses at once without sending.
+	down    func() error
+	window  *dedup.Window // nil: no idempotency window
 	metrics *metrics
+}
+
+// ErrBrokerUnavailable is the outcome of an event refused because the
+// Kafka cluster is known to be unreachable (the readiness probe fails):
+// nothing was sent, the event is not in the log; retry it.
+var ErrBrokerUnavailable = errors.New("the event log is unreachable; the event was not written")
+
+// ErrInDoubt is the outcome of a retried event whose earlier attempt is
+// still unresolved (answered ErrUnacknowledged and not yet acknowledged or
+// failed): nothing was sent this time; it may or may not be in the log.
+var ErrInDoubt = errors.New("an earlier attempt of this event is still unresolved; it may or may not be in the log")
+
+// mayBeInLog reports whether an event that failed with err may still be in
+// the log (retry with the same id, the gateway answers with its position
+// once known) rather than certainly absent.
+func mayBeInLog(err error) bool {
+	return errors.Is(err, ErrUnacknowledged) || errors.Is(err, ErrInDoubt)
 }
 
 // outcome is the fate of one frame.
@@ -85,9 +111,18 @@ type outcome struct {
 	partition int32
 	offset    int64
 	reused    bool
+	duplicate bool // already in the log (idempotency window): not written again
+	sameAs    int  // 1 + index in outs of an earlier copy of this event in the request (0: none)
+	claimed   bool // this request holds the event's identity in the window
 }
 
 func (o *outcome) accepted() bool { return o.parseErr == nil && o.writeErr == nil }
+
+// writes reports whether the event is to be written: valid, not already
+// failed, not a duplicate of one in the log.
+func (o *outcome) writes() bool {
+	return o.parseErr == nil && o.writeErr == nil && !o.duplicate && o.sameAs == 0
+}
 
 // validate parses every frame into outs (grown from dst, whose elements are
 // overwritten); it reports whether all were valid.
@@ -134,47 +169,200 @@ func asParseError(d aep.Dialect, err error) *aep.Error {
 // The records are built in rb (nil: fresh buffers); rb.held reports on
 // return whether Kafka may still hold some of them.
 func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome, owned bool, rb *recBufs) error {
+	if in.down != nil {
+		if err := in.down(); err != nil {
+			err = fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
+			failValid(outs, err)
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), in.timeout)
 	defer cancel()
 	info, err := in.topics.Ensure(ctx, tenant)
 	if err != nil {
-		for i := range outs {
-			if outs[i].parseErr == nil {
-				outs[i].writeErr = fmt.Errorf("tenant topic unavailable: %w", err)
-			}
-		}
+		failValid(outs, fmt.Errorf("tenant topic unavailable: %w", err))
 		return err
 	}
 	if rb == nil {
 		rb = new(recBufs)
 	}
+	in.claim(ctx, tenant, outs)
 	recs, idx := in.records(info.Name, outs, owned, rb)
+	defer in.countDuplicates(d, outs)
+	defer settleSame(outs)
 	if len(recs) == 0 {
-		return nil
+		return firstWriteErr(outs)
 	}
 	rb.held = true // until Write has returned (a panic in between leaves it held)
 	spans := traceEvents(ctx, tenant, d, recs, outs, idx)
 	start := time.Now()
-	errs := in.writer.Write(ctx, recs)
+	errs := in.produceRecs(ctx, tenant, recs, outs, idx)
 	rb.held = slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, ErrUnacknowledged) })
 	in.metrics.produceLatency.WithLabelValues(d.String()).Observe(time.Since(start).Seconds())
 	endEvents(spans, errs)
-	var firstErr error
 	for j, r := range recs {
 		o := &outs[idx[j]]
 		if errs[j] != nil {
 			o.writeErr = errs[j]
-			if firstErr == nil {
-				firstErr = errs[j]
+			if o.claimed && !errors.Is(errs[j], ErrUnacknowledged) {
+				in.window.Forget(windowKey(tenant, &o.attrs)) // certainly not written
 			}
 			continue
 		}
 		o.partition, o.offset = r.Partition, r.Offset
+		if o.claimed {
+			in.window.Accept(windowKey(tenant, &o.attrs), dedup.Position{Partition: r.Partition, Offset: r.Offset})
+		}
 		if in.auditor != nil && in.auditor.Reused(r.Topic, r.Partition, r.Offset) {
 			o.reused = true
 		}
 	}
-	return firstErr
+	return firstWriteErr(outs)
+}
+
+// produceRecs writes recs, waiting at most in.produce for Kafka. With a
+// window and a LateWriter, the outcome of a record answered
+// ErrUnacknowledged resolves its identity when it comes; otherwise such an
+// identity is forgotten at once (a retry writes again).
+func (in *ingestor) produceRecs(ctx context.Context, tenant string, recs []*kgo.Record, outs []outcome, idx []int) []error {
+	lw, ok := in.writer.(LateWriter)
+	if !ok || in.window == nil {
+		wctx, cancel := context.WithTimeout(ctx, in.produceWait())
+		defer cancel()
+		errs := in.writer.Write(wctx, recs)
+		for j, err := range errs {
+			if o := &outs[idx[j]]; err != nil && o.claimed && errors.Is(err, ErrUnacknowledged) {
+				in.window.Forget(windowKey(tenant, &o.attrs))
+			}
+		}
+		return errs
+	}
+	// Keys of the claimed records (keys[j] of recs[j]), for outcomes that
+	// come late: a record is looked up by pointer only then. recs and keys
+	// are only read from here on, by the producer's goroutines.
+	keys := make([]dedup.Key, len(recs))
+	claimed := make([]bool, len(recs))
+	for j := range recs {
+		if o := &outs[idx[j]]; o.claimed {
+			keys[j], claimed[j] = windowKey(tenant, &o.attrs), true
+		}
+	}
+	late := func(r *kgo.Record, err error) {
+		j := slices.Index(recs, r)
+		if j < 0 || !claimed[j] {
+			return
+		}
+		if err != nil {
+			in.window.Forget(keys[j])
+			return
+		}
+		in.window.Accept(keys[j], dedup.Position{Partition: r.Partition, Offset: r.Offset})
+	}
+	return lw.WriteLate(context.WithoutCancel(ctx), in.produceWait(), recs, late)
+}
+
+func (in *ingestor) produceWait() time.Duration {
+	if in.produce > 0 && in.produce < in.timeout {
+		return in.produce
+	}
+	return in.timeout
+}
+
+// claim reserves, in the window, the identity of every valid event of outs.
+// An identity already in the log settles its event as a duplicate (its
+// original position, nothing written); one whose earlier write is unresolved
+// is waited for (at most the produce wait in all), and then fails with
+// ErrInDoubt.
+func (in *ingestor) claim(ctx context.Context, tenant string, outs []outcome) {
+	if in.window == nil {
+		return
+	}
+	// One bound on waiting for unresolved identities, whatever their number.
+	ctx, cancel := context.WithTimeout(ctx, in.produceWait())
+	defer cancel()
+	for i := range outs {
+		o := &outs[i]
+		if o.parseErr != nil || o.writeErr != nil {
+			continue
+		}
+		in.reserve(ctx, windowKey(tenant, &o.attrs), o, outs[:i])
+	}
+}
+
+// reserve claims k for o (reporting true), or settles o as a duplicate,
+// as a copy of an earlier event of the same request (in before), or as
+// ErrInDoubt.
+func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome, before []outcome) bool {
+	for {
+		c := in.window.Reserve(k)
+		switch {
+		case c.Owned:
+			o.claimed = true
+			return true
+		case c.Known:
+			o.duplicate, o.partition, o.offset = true, c.Pos.Partition, c.Pos.Offset
+			return false
+		}
+		// Pending: perhaps by this very request (the same event twice in
+		// it); looked for only then.
+		for j := range before {
+			if p := &before[j]; p.claimed && p.attrs.ID == o.attrs.ID && p.attrs.Source == o.attrs.Source {
+				o.sameAs = j + 1 // written once, with the first copy
+				return false
+			}
+		}
+		select {
+		case <-c.Wait:
+			continue
+		case <-ctx.Done():
+		}
+		o.writeErr = ErrInDoubt
+		return false
+	}
+}
+
+// settleSame gives each event sent twice in one request its first copy's
+// outcome.
+func settleSame(outs []outcome) {
+	for i := range outs {
+		if j := outs[i].sameAs; j > 0 {
+			f := &outs[j-1]
+			outs[i].writeErr, outs[i].partition, outs[i].offset, outs[i].reused = f.writeErr, f.partition, f.offset, f.reused
+		}
+	}
+}
+
+func (in *ingestor) countDuplicates(d aep.Dialect, outs []outcome) {
+	n := 0
+	for i := range outs {
+		if outs[i].duplicate {
+			n++
+		}
+	}
+	if n > 0 {
+		in.metrics.duplicates.WithLabelValues(d.String()).Add(float64(n))
+	}
+}
+
+func windowKey(tenant string, a *aep.Attrs) dedup.Key {
+	return dedup.Key{Tenant: tenant, Source: a.Source, ID: a.ID}
+}
+
+func failValid(outs []outcome, err error) {
+	for i := range outs {
+		if outs[i].parseErr == nil {
+			outs[i].writeErr = err
+		}
+	}
+}
+
+func firstWriteErr(outs []outcome) error {
+	for i := range outs {
+		if outs[i].writeErr != nil {
+			return outs[i].writeErr
+		}
+	}
+	return nil
 }
 
 // records builds, in rb, the records of the events of outs that parsed,
@@ -186,7 +374,7 @@ func (in *ingestor) records(topic string, outs []outcome, owned bool, rb *recBuf
 	const hdrsPerEvent = 12
 	size, hsize := 0, 0
 	for i := range outs {
-		if outs[i].parseErr == nil {
+		if outs[i].writes() {
 			size += len(outs[i].raw)
 			hsize += partitioning.HeaderValuesLen(&outs[i].attrs)
 		}
@@ -213,7 +401,7 @@ func (in *ingestor) records(topic string, outs []outcome, owned bool, rb *recBuf
 	idx := rb.idx[:0]
 	for i := range outs {
 		o := &outs[i]
-		if o.parseErr != nil {
+		if !o.writes() {
 			continue
 		}
 		r := &slab[len(recs)]

@@ -124,7 +124,8 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 			resp.Errors = append(resp.Errors, dEventError{EventIndex: o.index, Error: dErrorFrom(o.parseErr)})
 		case o.writeErr != nil:
 			resp.Errors = append(resp.Errors, dEventError{EventIndex: o.index, Error: dErrorObj{
-				Code: aep.CodeDInternalError, Message: "the event log did not take this event: " + o.writeErr.Error(), Retryable: true}})
+				Code: aep.CodeDInternalError, Message: "the event log did not take this event: " + o.writeErr.Error(), Retryable: true,
+				Details: map[string]string{"in_log": inLog(o.writeErr)}}})
 		default:
 			resp.Accepted++
 			resp.Positions = append(resp.Positions, dPosition{EventIndex: o.index, ID: o.attrs.ID, Partition: o.partition, Offset: o.offset, Reused: o.reused})
@@ -137,8 +138,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusAccepted
 	if writeErr != nil {
-		s.metrics.rejected(d, "kafka", valid-resp.Accepted)
-		s.log.Error().Err(writeErr).Str("tenant", TenantFrom(r.Context())).Msg("ingest write failed")
+		s.rejectedWrite(d, TenantFrom(r.Context()), writeErr, valid-resp.Accepted)
 		if resp.Accepted == 0 {
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")

@@ -17,6 +17,10 @@ type rPosition struct {
 	// Reused is set when the broker may have handed this offset out before
 	// (docs/record-format.md, "offset resets").
 	Reused bool `json:"reused_offset,omitempty"`
+	// InLog, on a failed event, says whether it may be in the log
+	// ("unknown": Kafka did not answer in time; retry with the same id) or
+	// certainly is not ("no").
+	InLog string `json:"in_log,omitempty"`
 }
 
 type rAccepted struct {
@@ -99,7 +103,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		o := &outs[i]
 		p := rPosition{Index: o.index, Line: o.line, Partition: o.partition, Offset: o.offset, Reused: o.reused}
 		if o.writeErr != nil {
-			p.Partition, p.Offset = -1, -1
+			p.Partition, p.Offset, p.InLog = -1, -1, inLog(o.writeErr)
 			resp.Failed = append(resp.Failed, p)
 			continue
 		}
@@ -111,8 +115,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		writeAppended(w, http.StatusAccepted, &rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions})
 		return
 	}
-	s.metrics.rejected(d, "kafka", len(resp.Failed))
-	s.log.Error().Err(writeErr).Str("tenant", TenantFrom(r.Context())).Int("failed", len(resp.Failed)).Msg("ingest write failed")
+	s.rejectedWrite(d, TenantFrom(r.Context()), writeErr, len(resp.Failed))
 	resp.rError = rError{Error: "unavailable", Detail: "the event log did not take every event: " + writeErr.Error() + "; retry the failed events with the same ids"}
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusServiceUnavailable, resp)

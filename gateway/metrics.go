@@ -24,6 +24,7 @@ type metrics struct {
 	produceLatency *prometheus.HistogramVec // dialect
 	batchSize      *prometheus.HistogramVec // dialect
 	ready          prometheus.Gauge
+	duplicates     *prometheus.CounterVec // dialect
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,11 +51,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "aep_ingest_batch_events", Help: "Events per ingest request.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}, []string{"dialect"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aep_ingest_duplicates_total", Help: "Events answered from the idempotency window: already in the log, not written again (counted in aep_ingest_events_total as accepted too).",
+		}, []string{"dialect"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "aep_broker_ready", Help: "1 while the Kafka cluster answers the readiness probe.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.requestSeconds, m.streamSeconds, m.events, m.produceLatency, m.batchSize, m.ready)
+	reg.MustRegister(m.requests, m.requestSeconds, m.streamSeconds, m.events, m.produceLatency, m.batchSize, m.ready, m.duplicates)
 	return m
 }
 

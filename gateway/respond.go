@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -42,4 +43,31 @@ func limitCode(d aep.Dialect) string {
 		return aep.CodeDProtocolError
 	}
 	return aep.CodeRLimitExceeded
+}
+
+// inLog words whether an event that failed with err may be in the log:
+// "unknown" (retry with the same id) or "no".
+func inLog(err error) string {
+	if mayBeInLog(err) {
+		return "unknown"
+	}
+	return "no"
+}
+
+// rejectedWrite counts and logs n events the log did not take: reason
+// "broker-down" when refused at once (the broker is known to be down,
+// nothing sent; logged at debug, one line per request would flood the log
+// in an outage), "in-doubt" when they may be in the log, else "kafka".
+func (s *Server) rejectedWrite(d aep.Dialect, tenant string, err error, n int) {
+	switch {
+	case errors.Is(err, ErrBrokerUnavailable):
+		s.metrics.rejected(d, "broker-down", n)
+		s.log.Debug().Err(err).Str("tenant", tenant).Int("failed", n).Msg("ingest refused: broker down")
+		return
+	case mayBeInLog(err):
+		s.metrics.rejected(d, "in-doubt", n)
+	default:
+		s.metrics.rejected(d, "kafka", n)
+	}
+	s.log.Error().Err(err).Str("tenant", tenant).Int("failed", n).Msg("ingest write failed")
 }

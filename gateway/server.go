@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -33,6 +34,14 @@ type Config struct {
 	KeyStrategy partitioning.KeyStrategy
 	// WriteTimeout bounds one ingest request's wait for Kafka. Zero means 30s.
 	WriteTimeout time.Duration
+	// ProduceTimeout bounds the wait for Kafka's acknowledgement of a
+	// request's events (within WriteTimeout); an event unacknowledged then
+	// is answered "may or may not be in the log". Zero means 3s.
+	ProduceTimeout time.Duration
+	// Dedup bounds the idempotency window (retries of an event identity
+	// answered with the first write's position). Zero fields take
+	// dedup's defaults; Dedup.Max < 0 turns the window off.
+	Dedup dedup.Config
 	// RateLimit bounds each tenant's ingest rate. Zero disables it.
 	RateLimit RateLimit
 	// CORSOrigins are the browser origins allowed to call the HTTP routes
@@ -103,6 +112,9 @@ type Server struct {
 	startOnce, shutdownOnce sync.Once
 }
 
+// DefaultProduceTimeout is Config.ProduceTimeout's default.
+const DefaultProduceTimeout = 3 * time.Second
+
 // New builds a Server. Call Start to begin probing the broker, serve
 // Handler, and call Shutdown when done.
 func New(cfg Config, deps Deps) (*Server, error) {
@@ -118,6 +130,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.ReadyInterval <= 0 {
 		cfg.ReadyInterval = 2 * time.Second
 	}
+	if cfg.ProduceTimeout <= 0 {
+		cfg.ProduceTimeout = DefaultProduceTimeout
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -130,12 +145,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		metrics: m,
 		ingest: &ingestor{
 			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
-			auditor: deps.Auditor, timeout: cfg.WriteTimeout, metrics: m,
+			auditor: deps.Auditor, timeout: cfg.WriteTimeout, produce: cfg.ProduceTimeout, metrics: m,
 		},
 		ready: newReadiness(deps.Pinger, reporters(deps.Topics, deps.Provisioning), deps.Checks, cfg.ReadyInterval, m),
 
 		discoEndpoints: map[string]string{"events": "/events"},
 		discoCaps:      map[string]any{"experimental": map[string]any{}},
+	}
+	s.ingest.down = s.ready.brokerDown
+	if cfg.Dedup.Max >= 0 {
+		s.ingest.window = dedup.New(cfg.Dedup)
 	}
 	if cfg.RateLimit.enabled() {
 		s.limiter = newTenantLimiter(cfg.RateLimit, time.Now)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,6 +32,20 @@ type KafkaWriter struct{ Client *kgo.Client }
 
 var _ Writer = KafkaWriter{}
 
+// LateWriter is an optional capability of a Writer (found by type
+// assertion): WriteLate is Write where ctx bounds the records' life in the
+// producer but the wait for their outcomes ends after at most wait (0: no
+// bound of its own). Records still unacknowledged then get
+// ErrUnacknowledged, and each one's outcome, when it comes, is passed to
+// late (nil: dropped), once per record, from the producer's goroutine:
+// late must not block. The records and their bytes stay untouched by
+// WriteLate's caller until then (Write's rule for ErrUnacknowledged).
+type LateWriter interface {
+	WriteLate(ctx context.Context, wait time.Duration, recs []*kgo.Record, late func(r *kgo.Record, err error)) []error
+}
+
+var _ LateWriter = KafkaWriter{}
+
 // ErrUnacknowledged is the outcome of a record Kafka did not acknowledge
 // before the write's context ended: it may or may not be in the log, so the
 // client must retry it with the same id (consumers dedupe on id).
@@ -45,17 +60,28 @@ var ErrUnacknowledged = errors.New("kafka did not acknowledge the event in time;
 // place in recs is looked up by pointer only when something failed or the
 // context ended first.
 func (w KafkaWriter) Write(ctx context.Context, recs []*kgo.Record) []error {
+	return w.WriteLate(ctx, 0, recs, nil)
+}
+
+// WriteLate implements LateWriter.
+func (w KafkaWriter) WriteLate(ctx context.Context, wait time.Duration, recs []*kgo.Record, late func(*kgo.Record, error)) []error {
 	errs := make([]error, len(recs))
 	if len(recs) == 0 {
 		return errs
 	}
-	wt := &writeWait{left: len(recs), acked: make([]*kgo.Record, 0, len(recs)), done: make(chan struct{})}
+	wt := &writeWait{left: len(recs), acked: make([]*kgo.Record, 0, len(recs)), done: make(chan struct{}), late: late}
 	for _, r := range recs {
 		w.Client.Produce(ctx, r, wt.promise)
 	}
+	waitCtx := ctx
+	if wait > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	select {
 	case <-wt.done:
-	case <-ctx.Done():
+	case <-waitCtx.Done():
 	}
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
@@ -76,7 +102,7 @@ func (w KafkaWriter) Write(ctx context.Context, recs []*kgo.Record) []error {
 		case ok:
 			errs[i] = err
 		case wt.left > 0:
-			errs[i] = fmt.Errorf("%w: %w", ErrUnacknowledged, ctx.Err())
+			errs[i] = fmt.Errorf("%w: %w", ErrUnacknowledged, waitCtx.Err())
 		}
 	}
 	return errs
@@ -90,7 +116,8 @@ type writeWait struct {
 	left   int // records without an outcome yet
 	failed []failedRec
 	acked  []*kgo.Record
-	closed bool // Write returned: late outcomes are dropped
+	closed bool // Write returned: late outcomes go to late, or are dropped
+	late   func(*kgo.Record, error)
 	done   chan struct{}
 }
 
@@ -101,10 +128,15 @@ type failedRec struct {
 
 func (wt *writeWait) promise(r *kgo.Record, err error) {
 	wt.mu.Lock()
-	defer wt.mu.Unlock()
 	if wt.closed {
+		late := wt.late
+		wt.mu.Unlock()
+		if late != nil {
+			late(r, err)
+		}
 		return
 	}
+	defer wt.mu.Unlock()
 	if err != nil {
 		wt.failed = append(wt.failed, failedRec{r, err})
 	} else {
@@ -138,5 +170,21 @@ func NewProducerOpts(maxEvent int, writeTimeout time.Duration) []kgo.Opt {
 		// a partition has records (batches still form while requests are
 		// in flight) instead of lingering for more.
 		kgo.ProducerLinger(0),
+		// After a broker outage, retry soon: franz-go's default backoff
+		// grows to 2.5 s, which can delay the first write after the broker
+		// is back by that much (ingest must be accepted again within 2 s of
+		// the broker answering, issue 29).
+		kgo.RetryBackoffFn(producerBackoff),
+		// A partition whose leader was unreachable waits for a metadata
+		// refresh, at most one per MetadataMinAge (default 5 s): after an
+		// outage that held every write about 2 s past the broker's return.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
+}
+
+// producerBackoff is 100 ms doubling per try up to 400 ms, with up to 20%
+// jitter so that clients do not retry in step.
+func producerBackoff(tries int) time.Duration {
+	d := 100 * time.Millisecond << min(max(tries-1, 0), 2)
+	return d + time.Duration(rand.Int64N(int64(d/5)+1))
 }

@@ -97,3 +97,42 @@ func TestKafkaWriterOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// An outcome that comes after WriteLate stopped waiting goes to late, once
+// per record, with the record's place in the log.
+func TestKafkaWriterLateOutcome(t *testing.T) {
+	cluster, w := newWriterCluster(t)
+	_ = w.Write(context.Background(), writerRecords(2))
+	gate := make(chan struct{})
+	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		cluster.KeepControl()
+		cluster.SleepControl(func() { <-gate })
+		return nil, nil, false
+	})
+	lates := make(chan *kgo.Record, 8)
+	recs := writerRecords(3)
+	errs := w.WriteLate(context.Background(), 100*time.Millisecond, recs, func(r *kgo.Record, err error) {
+		if err != nil {
+			t.Errorf("late outcome: %v", err)
+		}
+		lates <- r
+	})
+	for i, err := range errs {
+		if !errors.Is(err, ErrUnacknowledged) {
+			t.Fatalf("record %d: %v, want ErrUnacknowledged", i, err)
+		}
+	}
+	close(gate)
+	seen := map[*kgo.Record]bool{}
+	for range recs {
+		select {
+		case r := <-lates:
+			if seen[r] || r.Offset < 0 {
+				t.Fatalf("late outcome twice or without its offset: %v offset %d", seen[r], r.Offset)
+			}
+			seen[r] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d late outcomes", len(seen), len(recs))
+		}
+	}
+}

@@ -48,7 +48,8 @@ run() { # mode
 	local common=(--kafka-brokers "$BROKERS" --api-keys "$dir/keys" --topic-template "$prefix.{tenant}.events"
 		--topic-partitions 3 --topic-replication-factor 1 --live-delivery "$mode"
 		--live-registry-topic "$prefix.registry" --live-delivery-topic "$prefix.delivery"
-		--live-delivery-partitions 4 --filter-worker-group "$prefix-w")
+		--live-delivery-partitions 4 --filter-worker-group "$prefix-w"
+		--dedup-max-events -1) # the same batch (same ids) is posted again and again: no idempotency window
 	local ports=(18181 18182)
 	[ "$mode" = workers ] && start 18183 --role filter-worker "${common[@]}"
 	start 18181 --node-id node-a "${common[@]}"

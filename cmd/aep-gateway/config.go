@@ -10,10 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
 	"github.com/aep-gateway/aep-gateway/gateway/forward"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -80,6 +82,9 @@ type config struct {
 	AuthReloadInterval        time.Duration
 
 	WriteTimeout    time.Duration
+	ProduceTimeout  time.Duration
+	DedupWindow     time.Duration
+	DedupMaxEvents  int
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
@@ -181,7 +186,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long a request body (ingest, subscriptions, acks) may take to arrive; past it the read fails (ingest answers 408) and the connection is closed (0: no bound)")
 	fs.Int64(&c.MaxInflightBytesPerTenant, "max-inflight-bytes-per-tenant", 64<<20, "ingest request body bytes one tenant may have in flight on a node; past it 429 with the dialect's limit error (0: unbounded)")
 	fs.String(&c.CORSAllowedOrigins, "cors-allowed-origins", "", "comma-separated browser origins allowed to call the HTTP routes and open WebSockets: exact origins (https://app.example.com) or host patterns (https://*.example.com); empty: no cross-origin access")
-	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request waits for Kafka to acknowledge its events")
+	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request may take in all (tenant topic creation included), and how long the producer keeps trying an event whose request was answered before Kafka acknowledged it")
+	fs.Duration(&c.ProduceTimeout, "produce-timeout", gateway.DefaultProduceTimeout, "how long an ingest request waits for Kafka to acknowledge its events; past it the answer is 503 \"may or may not be in the log\" (retry with the same ids: the idempotency window answers a retry with the first write's position)")
+	fs.Duration(&c.DedupWindow, "dedup-window", dedup.DefaultTTL, "how long a node remembers an ingested event identity (tenant, source, id), to answer a retry with the first write's position instead of writing it again")
+	fs.Int(&c.DedupMaxEvents, "dedup-max-events", dedup.DefaultMax, "how many ingested event identities a node remembers at most (the oldest go first; 0: the default; -1: no idempotency window)")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")

@@ -28,6 +28,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -233,6 +234,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			Event: aep.Limits{ValidatePayloads: cfg.ValidatePayloads},
 		},
 		Keys: keys, JWT: jwt, Naming: naming, KeyStrategy: ks, WriteTimeout: cfg.WriteTimeout, Logger: log,
+		ProduceTimeout: cfg.ProduceTimeout, Dedup: dedup.Config{Max: cfg.DedupMaxEvents, TTL: cfg.DedupWindow},
 		RateLimit:   gateway.RateLimit{EventsPerSecond: cfg.RateLimit, Burst: cfg.RateBurst},
 		ReadTimeout: cfg.ReadTimeout, MaxInflightBytesPerTenant: cfg.MaxInflightBytesPerTenant,
 		DevAnyHost: cfg.AllowUnauthenticated, CORSOrigins: cfg.corsOrigins(),
