@@ -4,60 +4,32 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 // metrics are the engine's Prometheus series. They are registered on
 // Config.Registerer when one is given; otherwise they count unregistered.
 type metrics struct {
-	subscriptions prometheus.Gauge       // open live/replayable subscriptions
-	durable       prometheus.Gauge       // open at_least_once streams
-	delivered     prometheus.Counter     // events queued to a subscriber (live, catch-up, durable)
-	dropped       prometheus.Counter     // best_effort events dropped for a full queue
-	fallbacks     prometheus.Counter     // lossless subscribers moved back to catch-up reading
-	redelivered   *prometheus.CounterVec // tenant: at_least_once redeliveries
-	deadLettered  *prometheus.CounterVec // tenant: events written to the dead-letter topic
+	subscriptions prometheus.Gauge   // open live/replayable subscriptions
+	delivered     prometheus.Counter // events queued to a subscriber (live, catch-up, durable)
+	dropped       prometheus.Counter // best_effort events dropped for a full queue
+	fallbacks     prometheus.Counter // lossless subscribers moved back to catch-up reading
 	tenants       *tenantLabels
 	refusals      *prometheus.CounterVec
-	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
-	journal       *journalMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 	m := &metrics{
 		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_subscriptions", Help: "Open best_effort and replayable subscriptions on this node."}),
-		durable:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_durable_streams", Help: "Open at_least_once streams on this node."}),
 		delivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_events_total", Help: "Events queued to subscribers (each subscriber counts once)."}),
 		dropped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dropped_total", Help: "best_effort events dropped because a subscriber's queue was full."}),
 		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
-		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total",
-			Help: "at_least_once redeliveries (ack timeout or a new stream), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total",
-			Help: "Events dead-lettered (attempts exhausted or rejected by the consumer), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
-		tenants: newTenantLabels(maxTenants),
-		ackLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "aep_delivery_remote_ack_seconds",
-			Help:    "Acks and rejections posted on another node: from their journal write to their application by the stream holder here.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
+		tenants:       newTenantLabels(maxTenants),
+		refusals:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
-	m.journal = newJournalMetrics(reg)
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
+		reg.MustRegister(m.subscriptions, m.delivered, m.dropped, m.fallbacks, m.refusals)
 	}
 	return m
-}
-
-// redelivery counts one redelivery for tenant t.
-func (m *metrics) redelivery(t tenant.Tenant) {
-	m.redelivered.WithLabelValues(m.tenants.label(t.String())).Inc()
-}
-
-// deadLetter counts one dead-lettered event for tenant t.
-func (m *metrics) deadLetter(t tenant.Tenant) {
-	m.deadLettered.WithLabelValues(m.tenants.label(t.String())).Inc()
 }
 
 // OtherTenant is the tenant label of every tenant past the cap of

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -140,12 +140,12 @@ func (w *watcher) poke() {
 
 // journal is this node's follower of one tenant's journal topic.
 type journal struct {
-	e      *Engine
+	e      *Cluster
 	tenant string
 	topic  string
 	parts  int32
 	cl     *kgo.Client
-	cancel context.CancelFunc // stops follow and renew (retire, Engine.Close)
+	cancel context.CancelFunc // stops follow and renew (retire, Cluster.Close)
 	done   chan struct{}      // closed when both have returned
 
 	prog *readProgress
@@ -154,7 +154,7 @@ type journal struct {
 	// listed: every record below them was appended before it
 	startAt time.Time
 	// lastUse (monoNow) is when journalFor last handed the journal out;
-	// guarded by Engine.jmu
+	// guarded by Cluster.jmu
 	lastUse int64
 
 	mu    sync.Mutex
@@ -167,12 +167,12 @@ type journal struct {
 }
 
 // JournalTopic is the tenant's subscription journal.
-func (e *Engine) JournalTopic(t tenant.Tenant) string {
+func (e *Cluster) JournalTopic(t tenant.Tenant) string {
 	return e.cfg.Naming.Events(t.String()) + ".subjournal"
 }
 
 // journalSetup is one tenant's journal being set up (or set up: j): its
-// own goroutine sets it up off Engine.jmu, callers wait for ready.
+// own goroutine sets it up off Cluster.jmu, callers wait for ready.
 type journalSetup struct {
 	ready chan struct{}
 	j     *journal
@@ -185,10 +185,10 @@ const JournalSetupTimeout = 30 * time.Second
 
 // journalFor returns the tenant's journal follower, creating the topic and
 // starting the follower on first use. The setup (CreateTopic, ListOffsets,
-// the client) runs off Engine.jmu on a goroutine of its own: a slow tenant
+// the client) runs off Cluster.jmu on a goroutine of its own: a slow tenant
 // holds up only its own callers, and a caller that gives up (ctx) does not
 // fail the others.
-func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, error) {
+func (e *Cluster) journalFor(ctx context.Context, t tenant.Tenant) (*journal, error) {
 	key := t.String()
 	e.jmu.Lock()
 	js := e.journals[key]
@@ -226,7 +226,7 @@ func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, err
 
 // setupJournal sets js up; a failed setup is forgotten (the next caller
 // tries again).
-func (e *Engine) setupJournal(js *journalSetup, key, topic string) {
+func (e *Cluster) setupJournal(js *journalSetup, key, topic string) {
 	defer e.wg.Done()
 	ctx, cancel := context.WithTimeout(e.ctx, JournalSetupTimeout)
 	j, err := e.startJournal(ctx, key, topic)
@@ -244,7 +244,7 @@ func (e *Engine) setupJournal(js *journalSetup, key, topic string) {
 
 // startJournal creates the journal topic unless it exists, lists its end
 // offsets and starts the follower (and renewals) there.
-func (e *Engine) startJournal(ctx context.Context, key, topic string) (*journal, error) {
+func (e *Cluster) startJournal(ctx context.Context, key, topic string) (*journal, error) {
 	if err := e.createJournal(ctx, topic); err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (j *journal) run(ctx context.Context) {
 
 // createJournal creates the journal topic (one partition, delete policy,
 // JournalRetention) unless it exists.
-func (e *Engine) createJournal(ctx context.Context, topic string) error {
+func (e *Cluster) createJournal(ctx context.Context, topic string) error {
 	ret := fmt.Sprint(JournalRetention.Milliseconds())
 	cfg := map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": &ret}
 	resp, err := e.adm.CreateTopic(ctx, 1, e.cfg.ReplicationFactor, cfg, topic)
@@ -582,7 +582,7 @@ func (j *journal) attach(w *watcher, s *DurableStream) {
 // JournalAcks makes acknowledgements and rejections of a subscription
 // durable in its tenant's journal (acks=all) before returning: whichever
 // node holds the stream, now or later, applies them.
-func (e *Engine) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, acks []string, rejects []Rejection, rejectIDs []string) error {
+func (e *Cluster) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, acks []string, rejects []Rejection, rejectIDs []string) error {
 	if len(acks) == 0 && len(rejectIDs) == 0 {
 		return nil
 	}

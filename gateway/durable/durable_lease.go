@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type takeover struct {
 // journal from the last checkpoint into the takeover state, checkpoints it
 // with h = the new epoch, and checks that no newer claim appeared
 // meanwhile. A claim that fails is released.
-func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*journal, *watcher, *takeover, error) {
+func (e *Cluster) claim(ctx context.Context, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*journal, *watcher, *takeover, error) {
 	var j *journal
 	var w *watcher
 	var err error
@@ -78,7 +78,7 @@ func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, ta
 	return j, w, tk, nil
 }
 
-func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*takeover, error) {
+func (e *Cluster) claimWith(ctx context.Context, j *journal, w *watcher, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*takeover, error) {
 	sub, p := req.SubscriptionID, j.partition(req.SubscriptionID)
 	start := time.Now()
 	off, err := j.produce(ctx, sub, p, journalRecord{T: jClaim, Node: e.node})
@@ -344,7 +344,7 @@ func (j *journal) signOfLifeLocked(sub string, h int64) (time.Time, bool) {
 // group commit names (or the whole partition when none) to its current
 // end into the takeover state; without a checkpoint the commit metadata is
 // the starting state.
-func (e *Engine) replay(ctx context.Context, j *journal, p int32, sub string, pcs map[int32]partCommit) (*takeover, error) {
+func (e *Cluster) replay(ctx context.Context, j *journal, p int32, sub string, pcs map[int32]partCommit) (*takeover, error) {
 	tk := &takeover{parts: map[int32]*journalPart{}, acked: map[string]bool{}, rejected: map[string]*Rejection{}}
 	from := int64(-1)
 	for pp, pc := range pcs {
@@ -479,7 +479,7 @@ func (tk *takeover) foldAcks(rec journalRecord) {
 
 // checkpoint writes the takeover state as a checkpoint of epoch and
 // commits it to the group with holder h.
-func (e *Engine) checkpoint(ctx context.Context, j *journal, req DurableRequest, topic string, tag cursor.TopicTag, parts int32, epoch int64, tk *takeover, h int64) error {
+func (e *Cluster) checkpoint(ctx context.Context, j *journal, req DurableRequest, topic string, tag cursor.TopicTag, parts int32, epoch int64, tk *takeover, h int64) error {
 	rec := journalRecord{T: jCkpt, Node: e.node, Epoch: epoch}
 	for _, jp := range tk.parts {
 		rec.Parts = append(rec.Parts, *jp)

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type DeadLetterRecord struct {
 // values passed 8 MiB and the read stopped early. It reads with a
 // short-lived client of its own and returns when done or when ctx ends
 // (then with ctx's error).
-func (e *Engine) RecentDeadLetters(ctx context.Context, t tenant.Tenant, n int) (recs []DeadLetterRecord, truncated bool, err error) {
+func (e *Cluster) RecentDeadLetters(ctx context.Context, t tenant.Tenant, n int) (recs []DeadLetterRecord, truncated bool, err error) {
 	if t.IsZero() || n < 1 || n > MaxRecentDeadLetters {
 		return nil, false, fmt.Errorf("%w: tenant and 1..%d records", ErrBadRequest, MaxRecentDeadLetters)
 	}

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (r *readProgress) waitPast(ctx context.Context, p int32, end int64) error {
 
 // endOffsets lists topic's end offsets. A topic created a moment ago may
 // not be known to every broker yet: that is retried for a while.
-func (e *Engine) endOffsets(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
+func (e *Cluster) endOffsets(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
 	for attempt := 0; ; attempt++ {
 		ends, err := e.adm.ListEndOffsets(ctx, topic)
 		if err == nil {

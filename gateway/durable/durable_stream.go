@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"container/heap"
@@ -293,7 +293,7 @@ type partState struct {
 // dead-letters what runs out of attempts or is rejected, and commits the
 // committable offsets with the attempts of pending ones.
 type DurableStream struct {
-	e     *Engine
+	e     *Cluster
 	req   DurableRequest
 	topic string
 	tag   cursor.TopicTag
@@ -336,7 +336,7 @@ type DurableStream struct {
 // OpenDurable starts the stream of a durable subscription from its
 // committed offsets (the group must have committed a start: see
 // CommitStart). ctx bounds the setup only.
-func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableStream, error) {
+func (e *Cluster) OpenDurable(ctx context.Context, req DurableRequest) (*DurableStream, error) {
 	if req.Filter == nil || req.Group == "" || req.DeadLetter == nil || req.Tenant.IsZero() {
 		return nil, fmt.Errorf("%w: durable stream needs a tenant, a filter, a group and a dead-letter codec", ErrBadRequest)
 	}
@@ -378,14 +378,14 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 }
 
 // abandon gives up a claim that did not become a stream.
-func (e *Engine) abandon(j *journal, w *watcher, sub string) {
+func (e *Cluster) abandon(j *journal, w *watcher, sub string) {
 	j.unregister(w)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = j.produce(ctx, sub, j.partition(sub), journalRecord{T: jRelease, Node: e.node, Epoch: w.epoch})
 }
 
-func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
+func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
 	q := req.Queue
 	if q <= 0 {
 		q = e.cfg.Queue
@@ -447,7 +447,7 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 // CommitStart commits start (one entry per partition) as group's position
 // for tenant's topic, unless the group has committed already: the position
 // a new durable subscription begins at.
-func (e *Engine) CommitStart(ctx context.Context, t tenant.Tenant, group string, st cursor.TopicState, start []cursor.PartitionOffset) error {
+func (e *Cluster) CommitStart(ctx context.Context, t tenant.Tenant, group string, st cursor.TopicState, start []cursor.PartitionOffset) error {
 	topic := e.cfg.Naming.Events(t.String())
 	_, _, found, err := fetchDurable(ctx, e.adm, group, topic)
 	if err != nil || found {
@@ -838,7 +838,7 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		}
 		if attempts > 1 {
 			s.stats.Redeliveries++
-			s.e.metrics.redelivery(s.req.Tenant)
+			s.e.redelivery(s.req.Tenant)
 		}
 		out = s.sendLocked(pe, now, out)
 	}
@@ -905,7 +905,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			}
 			q.attempts++
 			s.stats.Redeliveries++
-			s.e.metrics.redelivery(s.req.Tenant)
+			s.e.redelivery(s.req.Tenant)
 			out = s.sendLocked(q, now, out)
 		}
 	}
@@ -924,7 +924,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		}
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
-		s.e.metrics.deadLetter(s.req.Tenant)
+		s.e.deadLetter(s.req.Tenant)
 		s.mu.Unlock()
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.handed, Notice: notice, DeadLetter: p})
 	}
@@ -1103,7 +1103,7 @@ func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 			return err
 		}
 		if d.Kind == DurableEvent {
-			s.e.metrics.delivered.Inc()
+			s.e.eng.CountDelivered()
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -194,7 +194,7 @@ func fetchDurable(ctx context.Context, adm *kadm.Client, group, topic string) (c
 
 // Committed is the offset a durable subscription's group has committed on
 // each partition of t's topic (partitions never committed are absent).
-func (e *Engine) Committed(ctx context.Context, t tenant.Tenant, group string) (map[int32]int64, error) {
+func (e *Cluster) Committed(ctx context.Context, t tenant.Tenant, group string) (map[int32]int64, error) {
 	_, pcs, _, err := fetchDurable(ctx, e.adm, group, e.cfg.Naming.Events(t.String()))
 	if err != nil {
 		return nil, err
