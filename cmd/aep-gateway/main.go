@@ -250,8 +250,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	eng, err := engine.NewEngine(engine.Config{
 		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
-		ReplicationFactor: int16(cfg.TopicReplicationFactor), NodeID: cfg.NodeID,
-		MetricsMaxTenants: cfg.MetricsMaxTenants,
+		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants,
 	})
 	if err != nil {
 		return err

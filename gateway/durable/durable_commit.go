@@ -149,7 +149,7 @@ func commitDurable(ctx context.Context, adm *kadm.Client, group, topic string, t
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("engine: commit %s: %w", group, err)
+		return fmt.Errorf("durable: commit %s: %w", group, err)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func fetchDurable(ctx context.Context, adm *kadm.Client, group, topic string) (c
 		return cur, nil, false, nil
 	}
 	if err != nil {
-		return cur, nil, false, fmt.Errorf("engine: fetch offsets of %s: %w", group, err)
+		return cur, nil, false, fmt.Errorf("durable: fetch offsets of %s: %w", group, err)
 	}
 	pcs = map[int32]partCommit{}
 	for _, o := range resps[topic] {

@@ -220,7 +220,7 @@ func (e *Cluster) journalFor(ctx context.Context, t tenant.Tenant) (*journal, er
 		}
 		return js.j, js.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("engine: journal of %s: %w", key, ctx.Err())
+		return nil, fmt.Errorf("durable: journal of %s: %w", key, ctx.Err())
 	}
 }
 
@@ -262,7 +262,7 @@ func (e *Cluster) startJournal(ctx context.Context, key, topic string) (*journal
 		parts = max(parts, lo.Partition+1)
 	})
 	if parts == 0 {
-		return nil, fmt.Errorf("engine: %s has no partitions", topic)
+		return nil, fmt.Errorf("durable: %s has no partitions", topic)
 	}
 	j := &journal{
 		e: e, tenant: key, topic: topic, parts: parts, startAt: startAt, done: make(chan struct{}),
@@ -276,7 +276,7 @@ func (e *Cluster) startJournal(ctx context.Context, key, topic string) (*journal
 		kgo.FetchMaxWait(time.Second),
 	)
 	if j.cl, err = kgo.NewClient(opts...); err != nil {
-		return nil, fmt.Errorf("engine: journal client: %w", err)
+		return nil, fmt.Errorf("durable: journal client: %w", err)
 	}
 	if !e.startGoroutines(1) {
 		j.cl.Close()
@@ -315,7 +315,7 @@ func (e *Cluster) createJournal(ctx context.Context, topic string) error {
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("engine: create topic %s: %w", topic, partitioning.ExplainCreate(err, e.cfg.ReplicationFactor))
+		return fmt.Errorf("durable: create topic %s: %w", topic, partitioning.ExplainCreate(err, e.cfg.ReplicationFactor))
 	}
 	return nil
 }
@@ -339,7 +339,7 @@ func (j *journal) produce(ctx context.Context, key string, p int32, rec journalR
 	}
 	r := &kgo.Record{Topic: j.topic, Partition: p, Key: []byte(key), Value: b}
 	if err := j.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return 0, fmt.Errorf("engine: journal %s: %w", rec.T, err)
+		return 0, fmt.Errorf("durable: journal %s: %w", rec.T, err)
 	}
 	return r.Offset, nil
 }
@@ -388,7 +388,7 @@ func (j *journal) follow(ctx context.Context) {
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			j.e.metrics.journalFetchError("follow")
-			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: journal fetch")
+			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("durable: journal fetch")
 		})
 		now := time.Now()
 		next := map[int32]int64{}
@@ -414,7 +414,7 @@ func (j *journal) parse(r *kgo.Record) (journalRecord, bool) {
 	if err := json.Unmarshal(r.Value, &rec); err != nil {
 		j.e.metrics.journalSkipped("journal")
 		j.e.cfg.Logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).
-			Msg("engine: unreadable journal record skipped")
+			Msg("durable: unreadable journal record skipped")
 		return rec, false
 	}
 	return rec, true
@@ -498,7 +498,7 @@ func (j *journal) renew(ctx context.Context) {
 		sent := time.Now()
 		if err := j.renewOnce(ctx, byPart); err != nil {
 			if ctx.Err() == nil {
-				j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("engine: lease renewal")
+				j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("durable: lease renewal")
 			}
 			continue
 		}
@@ -527,7 +527,7 @@ func (j *journal) renewOnce(ctx context.Context, byPart map[int32]map[string]int
 	}
 	for p, off := range offs {
 		if err := j.prog.waitPast(rctx, p, off+1); err != nil {
-			return fmt.Errorf("engine: journal %s: renewal not read back: %w", j.topic, err)
+			return fmt.Errorf("durable: journal %s: renewal not read back: %w", j.topic, err)
 		}
 	}
 	return nil

@@ -64,7 +64,7 @@ func (e *Cluster) writeDef(ctx context.Context, t tenant.Tenant, id string, valu
 	}
 	rec := &kgo.Record{Topic: e.cfg.Naming.Subscriptions(t.String()), Key: []byte(id), Value: value}
 	if err := e.admCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("engine: write subscription %s: %w", id, err)
+		return fmt.Errorf("durable: write subscription %s: %w", id, err)
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func (e *Cluster) Subscriptions(ctx context.Context, t tenant.Tenant) (map[strin
 	for _, ps := range ends {
 		for p, lo := range ps {
 			if err := f.prog.waitPast(ctx, p, lo.Offset); err != nil {
-				return nil, fmt.Errorf("engine: read %s: %w", f.topic, err)
+				return nil, fmt.Errorf("durable: read %s: %w", f.topic, err)
 			}
 		}
 	}
@@ -122,7 +122,7 @@ func (e *Cluster) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, 
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("engine: subscriptions client: %w", err)
+		return nil, fmt.Errorf("durable: subscriptions client: %w", err)
 	}
 	if !e.startGoroutines(2) {
 		cl.Close()
@@ -200,7 +200,7 @@ func (e *Cluster) janitor(t tenant.Tenant, f *defsFollower) {
 		ctx, cancel := context.WithTimeout(e.ctx, JanitorInterval/2)
 		for _, id := range expired {
 			if err := e.writeDef(ctx, t, id, nil); err != nil && ctx.Err() == nil {
-				e.cfg.Logger.Warn().Err(err).Str("subscription", id).Msg("engine: tombstone of an expired subscription")
+				e.cfg.Logger.Warn().Err(err).Str("subscription", id).Msg("durable: tombstone of an expired subscription")
 			}
 		}
 		if len(gone) > 0 {
@@ -251,7 +251,7 @@ func (e *Cluster) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 			var def SubscriptionDef
 			if json.Unmarshal(r.Value, &def) != nil || def.ID != string(r.Key) {
 				e.metrics.journalSkipped("subscriptions")
-				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("engine: unreadable subscription definition skipped")
+				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("durable: unreadable subscription definition skipped")
 				continue
 			}
 			f.defs[def.ID] = def

@@ -24,11 +24,11 @@ import (
 )
 
 // ErrExpired ends a durable stream whose subscription reached expires_at.
-var ErrExpired = errors.New("engine: subscription expired")
+var ErrExpired = errors.New("durable: subscription expired")
 
 // ErrDeleted ends a durable stream whose subscription was deleted (on any
 // node).
-var ErrDeleted = errors.New("engine: subscription deleted")
+var ErrDeleted = errors.New("durable: subscription deleted")
 
 // AckPolicy is the redelivery policy of an at_least_once subscription
 // (D reliability.md "Retry Policy"; zero fields take its defaults).
@@ -405,7 +405,7 @@ func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor
 		}
 		for _, g := range gaps {
 			e.cfg.Logger.Warn().Str("group", req.Group).Int32("partition", g.Partition).Int64("requested", g.Requested).
-				Int64("restart_at", g.RestartAt).Str("reason", g.Reason.String()).Msg("engine: durable subscription resumes with a gap")
+				Int64("restart_at", g.RestartAt).Str("reason", g.Reason.String()).Msg("durable: durable subscription resumes with a gap")
 		}
 	}
 	s := &DurableStream{
@@ -429,7 +429,7 @@ func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor
 		offs[int32(p)] = kgo.NewOffset().At(o)
 	}
 	if s.cl, err = kgo.NewClient(e.readerOpts(topic, offs)...); err != nil {
-		return nil, fmt.Errorf("engine: durable client: %w", err)
+		return nil, fmt.Errorf("durable: durable client: %w", err)
 	}
 	if !e.startGoroutines(1) {
 		s.cl.Close()
@@ -646,12 +646,12 @@ func (s *DurableStream) run(ctx context.Context) {
 		// a lost lease may already be someone else's: no commit (the
 		// release below is still true: this epoch delivers nothing more)
 		if cerr := s.commitAs(cctx, 0); cerr != nil {
-			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
+			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("durable: final commit")
 		}
 	}
 	sub := s.req.SubscriptionID
 	if _, rerr := s.j.produce(cctx, sub, s.j.partition(sub), journalRecord{T: jRelease, Node: s.e.node, Epoch: s.epoch}); rerr != nil {
-		s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("engine: release")
+		s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("durable: release")
 	}
 	cancel()
 	s.cl.Close()
@@ -689,7 +689,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		}
 		if now.Sub(lastCommit) >= s.req.CommitInterval {
 			if err := s.commit(ctx); err != nil && ctx.Err() == nil {
-				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: commit")
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("durable: commit")
 			}
 			s.commitRounds.Add(1)
 			lastCommit = now
@@ -705,7 +705,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: durable fetch")
+				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("durable: durable fetch")
 			}
 		})
 		out = s.read(fs, s.req.clock(), out[:0])
@@ -915,7 +915,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		s.mu.Lock()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: dead-letter write; retrying")
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("durable: dead-letter write; retrying")
 			}
 			pe.due = now.Add(time.Second)
 			heap.Push(&s.due, pe)

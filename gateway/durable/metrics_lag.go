@@ -113,7 +113,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ends, err := c.e.adm.ListEndOffsets(ctx, names...)
 	if err != nil {
-		c.e.cfg.Logger.Debug().Err(err).Msg("engine: lag metrics: end offsets")
+		c.e.cfg.Logger.Debug().Err(err).Msg("durable: lag metrics: end offsets")
 		return
 	}
 	end := func(topic string, p int32) (int64, bool) {

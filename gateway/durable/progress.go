@@ -72,11 +72,11 @@ func (e *Cluster) endOffsets(ctx context.Context, topic string) (kadm.ListedOffs
 		}
 		fresh := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.NotLeaderForPartition)
 		if !fresh || attempt >= 50 {
-			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
+			return nil, fmt.Errorf("durable: end offsets of %s: %w", topic, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, ctx.Err())
+			return nil, fmt.Errorf("durable: end offsets of %s: %w", topic, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -67,10 +67,8 @@ type Config struct {
 	// buffer whatever the topic holds (a single batch larger than it is
 	// still fetched whole). Zero means DefaultReaderFetchBytes.
 	ReaderFetchBytes int32
-	// ReplicationFactor of the topics the engine creates itself (the
-	// subscription journal). Zero means -1: the broker's default.
-	ReplicationFactor int16
-	// NodeID names this node in stream claims; empty means a random one.
+	// NodeID names this node in stream claims (the durable cluster's and
+	// the forwarded feed's); empty means a random one.
 	NodeID string
 	Logger zerolog.Logger
 	// Registerer receives the engine's metrics (aep_delivery_*). Nil
@@ -142,9 +140,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
-	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = -1
 	}
 	node := cfg.NodeID
 	if node == "" {
