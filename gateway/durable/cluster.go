@@ -78,8 +78,8 @@ type Config struct {
 	// series. Zero means none.
 	SubscriptionLagTop int
 
-	// Queue and MaxQueue are taken from the engine (QueueLimits).
-	Queue, MaxQueue int
+	// queue and maxQueue are the engine's (QueueLimits), set by New.
+	queue, maxQueue int
 }
 
 // Cluster serves durable at_least_once subscriptions on this node in
@@ -121,7 +121,7 @@ func New(cfg Config, eng Engine) (*Cluster, error) {
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
 	}
-	cfg.Queue, cfg.MaxQueue = eng.QueueLimits()
+	cfg.queue, cfg.maxQueue = eng.QueueLimits()
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("durable: admin client: %w", err)

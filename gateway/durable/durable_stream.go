@@ -355,10 +355,10 @@ func (e *Cluster) OpenDurable(ctx context.Context, req DurableRequest) (*Durable
 	}
 	q := req.Queue
 	if q <= 0 {
-		q = e.cfg.Queue
+		q = e.cfg.queue
 	}
-	if q > e.cfg.MaxQueue {
-		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.MaxQueue)
+	if q > e.cfg.maxQueue {
+		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.maxQueue)
 	}
 	st, err := e.State(ctx, req.Tenant)
 	if err != nil {
@@ -388,7 +388,7 @@ func (e *Cluster) abandon(j *journal, w *watcher, sub string) {
 func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
 	q := req.Queue
 	if q <= 0 {
-		q = e.cfg.Queue
+		q = e.cfg.queue
 	}
 	cur, _, found, err := fetchDurable(ctx, e.adm, req.Group, topic)
 	if err != nil {
