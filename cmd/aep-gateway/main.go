@@ -27,6 +27,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/console"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
@@ -258,25 +259,34 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	eng, err := engine.NewEngine(engine.Config{
 		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
-		ReplicationFactor: int16(cfg.TopicReplicationFactor), NodeID: cfg.NodeID,
-		MetricsMaxTenants: cfg.MetricsMaxTenants, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop,
+		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants,
 	})
 	if err != nil {
 		return err
 	}
 	lc.adds("delivery engine", eng.Close)
+	// The durable cluster (at_least_once streams, journals, dead letters)
+	// runs on the engine: added after it, so it stops first.
+	dc, err := durable.New(durable.Config{
+		ClientOpts: engOpts, Naming: naming, ReplicationFactor: int16(cfg.TopicReplicationFactor),
+		Registerer: reg, Logger: log, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop,
+	}, eng)
+	if err != nil {
+		return err
+	}
+	lc.adds("durable cluster", dc.Close)
 	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
-	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, keyring, srv.IngestFunc(aep.DialectD),
+	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, dc, keyring, srv.IngestFunc(aep.DialectD),
 		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins, Registerer: reg}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
-	subsD := dialectd.NewSubscriptionsHandler(eng, keyring,
+	subsD := dialectd.NewSubscriptionsHandler(dc, keyring,
 		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
-	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(eng, 0, log))
+	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(dc, 0, log))
 
 	controlPolicy, _ := dialectr.ParseControlPolicy(cfg.ControlPolicy) // validated by parseConfig
 	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
@@ -292,17 +293,23 @@ func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
 	}
 }
 
-// engineMetricNames are the aep_delivery_* names the delivery engine
-// registers, with series per tenant (redeliveries, dead letters, lag) that
-// appear only once a tenant has some.
+// engineMetricNames are the aep_delivery_* names the delivery engine and
+// the durable cluster register, with series per tenant (redeliveries, dead
+// letters, lag) that appear only once a tenant has some.
 func engineMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recordingRegisterer{Registerer: prometheus.NewRegistry(), names: map[string]bool{}}
-	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Registerer: rec})
+	opts := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+	eng, err := engine.NewEngine(engine.Config{ClientOpts: opts, Registerer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng.Close()
+	defer eng.Close()
+	dc, err := durable.New(durable.Config{ClientOpts: opts, Registerer: rec}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
 	if !rec.names["aep_delivery_durable_lag_records"] {
 		t.Fatalf("engine registered %v", rec.names)
 	}

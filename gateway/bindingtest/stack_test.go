@@ -24,6 +24,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
 	"github.com/aep-gateway/aep-gateway/gateway/forward"
@@ -79,10 +80,15 @@ func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dc, err := durable.New(durable.Config{ClientOpts: opts, Registerer: reg, Logger: log}, eng)
+	if err != nil {
+		eng.Close()
+		t.Fatal(err)
+	}
 	hub := transport.NewHub(0) // as main: one Hub admits every stream
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events", dialectd.NewSSEHandler(eng, st.Keyring,
 		dialectd.SSEConfig{Heartbeat: c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Batch: c.Batch, Hub: hub, Logger: log}))
-	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, st.Keyring, srv.IngestFunc(aep.DialectD),
+	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, dc, st.Keyring, srv.IngestFunc(aep.DialectD),
 		dialectd.WSConfig{Heartbeat: c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Outbound: c.Outbound, Hub: hub, Logger: log}))
 	rl, err := dialectr.New(dialectr.Config{
 		Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), Hub: hub, ClientOpts: opts, Topics: st.Provisioner,
@@ -90,6 +96,7 @@ func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 		Ping:  c.Heartbeat, WriteTimeout: c.WriteTimeout, Queue: c.Queue, Outbound: c.Outbound, ReplayBuffer: 1000, Logger: log,
 	})
 	if err != nil {
+		dc.Close()
 		eng.Close()
 		t.Fatal(err)
 	}
@@ -124,6 +131,7 @@ func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 		}
 		hubErr := hub.Shutdown(ctx)
 		rlErr := rl.Shutdown(ctx)
+		dc.Close()
 		eng.Close()
 		return errors.Join(err, hubErr, rlErr, srv.Shutdown(ctx))
 	}
@@ -134,6 +142,7 @@ func newStack(t *testing.T, mode engine.LiveDelivery, c stackConfig) *stack {
 			t.Errorf("shutdown: %v", err)
 		}
 		_ = httpSrv.Close()
+		dc.Close()
 		eng.Close()
 	})
 	return s

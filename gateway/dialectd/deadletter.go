@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 )
 
 // deadLettered is the event.dead_lettered payload of a dead letter
 // (reliability.md): the consumer's error, or subscription_error when the
 // attempts ran out, and the original event.
-func deadLettered(dl engine.DeadLetter) aep.DDeadLettered {
+func deadLettered(dl durable.DeadLetter) aep.DDeadLettered {
 	orig := json.RawMessage(dl.Event.Record.Value)
 	if !json.Valid(orig) {
 		orig = json.RawMessage("null")
@@ -27,9 +27,9 @@ func deadLettered(dl engine.DeadLetter) aep.DDeadLettered {
 	}
 }
 
-// encodeDeadLetter is the engine.DeadLetterCodec of dialect D: the record
+// encodeDeadLetter is the durable.DeadLetterCodec of dialect D: the record
 // in the dead-letter topic is the event.dead_lettered envelope carrying the
 // original event.
-func encodeDeadLetter(dl engine.DeadLetter) ([]byte, error) {
+func encodeDeadLetter(dl durable.DeadLetter) ([]byte, error) {
 	return aep.DNotice("event.dead_lettered", deadLettered(dl), dl.At)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
@@ -18,19 +18,19 @@ import (
 const DefaultDeadLetters = 20
 
 // DeadLettersHandler serves GET /aep/dead-letters?limit=N: the newest N
-// (default 20, at most engine.MaxRecentDeadLetters) records of the
+// (default 20, at most durable.MaxRecentDeadLetters) records of the
 // request tenant's dead-letter topic, newest first, each the
 // event.dead_lettered envelope the durable stream wrote. Mount it behind
 // the gateway's authentication: the tenant comes from the request.
 type DeadLettersHandler struct {
-	e       *engine.Engine
+	e       *durable.Cluster
 	timeout time.Duration
 	log     zerolog.Logger
 }
 
 // NewDeadLettersHandler returns the handler; timeout bounds the Kafka
 // work of one request (zero means 10 s).
-func NewDeadLettersHandler(e *engine.Engine, timeout time.Duration, log zerolog.Logger) *DeadLettersHandler {
+func NewDeadLettersHandler(e *durable.Cluster, timeout time.Duration, log zerolog.Logger) *DeadLettersHandler {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
@@ -54,8 +54,8 @@ func (h *DeadLettersHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	limit := DefaultDeadLetters
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > engine.MaxRecentDeadLetters {
-			writeErr(w, http.StatusBadRequest, aep.CodeDProtocolError, "limit must be an integer from 1 to "+strconv.Itoa(engine.MaxRecentDeadLetters), false, map[string]string{"field": "limit"})
+		if err != nil || n < 1 || n > durable.MaxRecentDeadLetters {
+			writeErr(w, http.StatusBadRequest, aep.CodeDProtocolError, "limit must be an integer from 1 to "+strconv.Itoa(durable.MaxRecentDeadLetters), false, map[string]string{"field": "limit"})
 			return
 		}
 		limit = n

@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
 // Hand-over confirmations: a durable delivery counts toward max_attempts
 // only once the transport wrote it to the client's connection and flushed
-// it without error (engine.DurableStream.Handed). SSE confirms per write
+// it without error (durable.DurableStream.Handed). SSE confirms per write
 // (transport.SSEConfig.AfterWrite), WebSocket per message
 // (transport.WSConfig.Written, with the delivery as the Item's Meta).
 
@@ -20,12 +20,12 @@ import (
 // prepared and confirms them when that write succeeded. Bounded by the
 // write's batch.
 type handedBatch struct {
-	s  *engine.DurableStream
+	s  *durable.DurableStream
 	mu sync.Mutex
-	ds []engine.DurableDelivery
+	ds []durable.DurableDelivery
 }
 
-func (b *handedBatch) add(d engine.DurableDelivery) {
+func (b *handedBatch) add(d durable.DurableDelivery) {
 	b.mu.Lock()
 	b.ds = append(b.ds, d)
 	b.mu.Unlock()
@@ -47,8 +47,8 @@ func (b *handedBatch) written(ok bool) {
 // handedMeta is the Meta of a WebSocket message that carries a durable
 // event: the writer confirms it to its stream once written.
 type handedMeta struct {
-	s    *engine.DurableStream
-	d    engine.DurableDelivery
+	s    *durable.DurableStream
+	d    durable.DurableDelivery
 	span any // the delivery's tracing span, or nil
 }
 
@@ -64,7 +64,7 @@ func writtenMeta(meta any) {
 
 // pushHanded queues the message m of durable delivery d of s; the writer
 // confirms it to s once written.
-func (c *wsConn) pushHanded(m []byte, s *engine.DurableStream, d engine.DurableDelivery) bool {
+func (c *wsConn) pushHanded(m []byte, s *durable.DurableStream, d durable.DurableDelivery) bool {
 	meta := &handedMeta{s: s, d: d}
 	if tracing.On() {
 		meta.span = tracing.StartDelivery(d.Event.Record, "ws-durable", c.tenant.String(), d.Sequence, d.Attempt)
@@ -76,7 +76,7 @@ func (c *wsConn) pushHanded(m []byte, s *engine.DurableStream, d engine.DurableD
 // subscription's, or lower with the query parameter max_ack_pending (an
 // integer 1..MaxMaxAckPending; a value above the subscription's keeps the
 // subscription's: a stream may only lower it). A refusal is answered.
-func streamCap(w http.ResponseWriter, r *http.Request, def engine.SubscriptionDef) (int, bool) {
+func streamCap(w http.ResponseWriter, r *http.Request, def durable.SubscriptionDef) (int, bool) {
 	n := maxAckPendingOf(def)
 	v := r.URL.Query().Get("max_ack_pending")
 	if v == "" {

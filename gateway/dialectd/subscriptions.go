@@ -19,7 +19,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -37,7 +37,7 @@ type SubscriptionsConfig struct {
 	Window int
 	// Policy is the default redelivery policy (D reliability.md defaults);
 	// a subscription may set its own ack_timeout_ms and max_attempts.
-	Policy engine.AckPolicy
+	Policy durable.AckPolicy
 	// CommitInterval of the streams (1s).
 	CommitInterval time.Duration
 	// MaxBodyBytes bounds request bodies (1 MiB).
@@ -89,18 +89,18 @@ const (
 // Acks posted on any node are made durable in the tenant's subscription
 // journal before the answer, and applied by the stream's holder.
 type SubscriptionsHandler struct {
-	e   *engine.Engine
+	e   *durable.Cluster
 	kr  *cursor.Keyring
 	cfg SubscriptionsConfig
 
 	mu     sync.Mutex
 	hub    *transport.Hub
-	active map[string]*engine.DurableStream // by tenant + "/" + id; guarded by mu
+	active map[string]*durable.DurableStream // by tenant + "/" + id; guarded by mu
 }
 
 // NewSubscriptionsHandler returns the handler; mount it at
 // /aep/subscriptions and /aep/subscriptions/*.
-func NewSubscriptionsHandler(e *engine.Engine, kr *cursor.Keyring, cfg SubscriptionsConfig) *SubscriptionsHandler {
+func NewSubscriptionsHandler(e *durable.Cluster, kr *cursor.Keyring, cfg SubscriptionsConfig) *SubscriptionsHandler {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
@@ -120,7 +120,7 @@ func NewSubscriptionsHandler(e *engine.Engine, kr *cursor.Keyring, cfg Subscript
 		cfg.SetupTimeout = 10 * time.Second
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
-	return &SubscriptionsHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub), active: map[string]*engine.DurableStream{}}
+	return &SubscriptionsHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub), active: map[string]*durable.DurableStream{}}
 }
 
 func (h *SubscriptionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +186,7 @@ type subscriptionView struct {
 	MaxAckPending int             `json:"max_ack_pending"`
 }
 
-func (h *SubscriptionsHandler) view(def engine.SubscriptionDef) subscriptionView {
+func (h *SubscriptionsHandler) view(def durable.SubscriptionDef) subscriptionView {
 	pol := h.policy(def)
 	return subscriptionView{
 		ID: def.ID, Filter: def.Filter, DeliveryMode: def.DeliveryMode, ExpiresAt: def.ExpiresAt, CreatedAt: def.CreatedAt,
@@ -196,19 +196,19 @@ func (h *SubscriptionsHandler) view(def engine.SubscriptionDef) subscriptionView
 
 // maxAckPendingOf is the subscription's cap on delivered but
 // unacknowledged events.
-func maxAckPendingOf(def engine.SubscriptionDef) int {
+func maxAckPendingOf(def durable.SubscriptionDef) int {
 	if def.MaxAckPending > 0 {
 		return def.MaxAckPending
 	}
-	return engine.DefaultMaxAckPending
+	return durable.DefaultMaxAckPending
 }
 
-func (h *SubscriptionsHandler) policy(def engine.SubscriptionDef) engine.AckPolicy {
+func (h *SubscriptionsHandler) policy(def durable.SubscriptionDef) durable.AckPolicy {
 	return policyOf(h.cfg.Policy, def)
 }
 
 // policyOf is base with the subscription's own ack timeout and attempts.
-func policyOf(pol engine.AckPolicy, def engine.SubscriptionDef) engine.AckPolicy {
+func policyOf(pol durable.AckPolicy, def durable.SubscriptionDef) durable.AckPolicy {
 	pol = pol.WithDefaults()
 	if def.AckTimeoutMS > 0 {
 		pol.AckTimeout = time.Duration(def.AckTimeoutMS) * time.Millisecond
@@ -223,8 +223,8 @@ func policyOf(pol engine.AckPolicy, def engine.SubscriptionDef) engine.AckPolicy
 // subscription.requested envelope or its payload alone (the filter, plus
 // expires_at, ack_timeout_ms, max_attempts and max_ack_pending). A refusal is a
 // *filtering.Error.
-func parseCreate(body []byte, now time.Time) (*filtering.Filter, engine.SubscriptionDef, error) {
-	var def engine.SubscriptionDef
+func parseCreate(body []byte, now time.Time) (*filtering.Filter, durable.SubscriptionDef, error) {
+	var def durable.SubscriptionDef
 	var env createRequest
 	if err := json.Unmarshal(body, &env); err != nil {
 		return nil, def, &filtering.Error{Message: "the body must be a JSON object: " + err.Error()}
@@ -364,7 +364,7 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	def.ID = "sub_" + ulid.Make().String()
-	if err := h.e.CommitStart(ctx, tn, engine.SubscriptionGroup(tn, def.ID), st, start); err != nil {
+	if err := h.e.CommitStart(ctx, tn, durable.SubscriptionGroup(tn, def.ID), st, start); err != nil {
 		h.unavailable(w, tn, "commit start", err)
 		return
 	}
@@ -387,10 +387,10 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 // find reads the tenant's definitions (the node's follower of the
 // subscriptions topic) and the one named id: 404 when unknown, 410 when
 // expired unless expiredOK.
-func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id string, expiredOK bool) (engine.SubscriptionDef, bool) {
+func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id string, expiredOK bool) (durable.SubscriptionDef, bool) {
 	defs, ok := h.defs(w, r)
 	if !ok {
-		return engine.SubscriptionDef{}, false
+		return durable.SubscriptionDef{}, false
 	}
 	def, ok := defs[id]
 	if !ok {
@@ -406,7 +406,7 @@ func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id s
 
 // defs is the request tenant's definitions (503 answered when they cannot
 // be read).
-func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map[string]engine.SubscriptionDef, bool) {
+func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map[string]durable.SubscriptionDef, bool) {
 	tn := requestTenant(r)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
 	defer cancel()
@@ -418,11 +418,11 @@ func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map
 	return defs, true
 }
 
-func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id string) (engine.SubscriptionDef, bool) {
+func (h *SubscriptionsHandler) lookup(w http.ResponseWriter, r *http.Request, id string) (durable.SubscriptionDef, bool) {
 	return h.find(w, r, id, false)
 }
 
-func liveCount(defs map[string]engine.SubscriptionDef, now time.Time) int {
+func liveCount(defs map[string]durable.SubscriptionDef, now time.Time) int {
 	n := 0
 	for _, def := range defs {
 		if !def.Expired(now) {
@@ -475,7 +475,7 @@ func (h *SubscriptionsHandler) get(w http.ResponseWriter, r *http.Request, id st
 		h.unavailable(w, tn, "topic state", err)
 		return
 	}
-	committed, err := h.e.Committed(ctx, tn, engine.SubscriptionGroup(tn, id))
+	committed, err := h.e.Committed(ctx, tn, durable.SubscriptionGroup(tn, id))
 	if err != nil {
 		h.unavailable(w, tn, "committed offsets", err)
 		return
@@ -525,7 +525,7 @@ func (h *SubscriptionsHandler) delete(w http.ResponseWriter, r *http.Request, id
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *SubscriptionsHandler) activeStream(tn tenant.Tenant, id string) *engine.DurableStream {
+func (h *SubscriptionsHandler) activeStream(tn tenant.Tenant, id string) *durable.DurableStream {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.active[tn.String()+"/"+id]

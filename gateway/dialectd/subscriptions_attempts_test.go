@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
@@ -84,7 +84,7 @@ func (s *sseStream) redelivery(id string, attempt int) {
 // next two because their ack timeouts passed with the stream open.
 func TestSubscriptionsDDeadLetterAfterHandOvers(t *testing.T) {
 	e := newSubsEnv(t, dialectd.SubscriptionsConfig{CommitInterval: 20 * time.Millisecond,
-		Policy: engine.AckPolicy{Backoff: time.Millisecond}})
+		Policy: durable.AckPolicy{Backoff: time.Millisecond}})
 	id := e.create(`{"types":["task.*"],"max_attempts":3,"ack_timeout_ms":300}`)
 	e.ingest(dEvent("evt_1", "task.updated", "s1"), dEvent("evt_2", "task.updated", "s1")) // one partition, in order
 	s1 := e.openPath("/aep/subscriptions/" + id + "/stream")
@@ -144,7 +144,7 @@ func TestSubscriptionsDMaxAckPending(t *testing.T) {
 			t.Errorf("%s: %d %s", body, code, b)
 		}
 	}
-	if st := e.state(e.create(`{"types":["chat.*"]}`)); st.MaxAckPending != engine.DefaultMaxAckPending {
+	if st := e.state(e.create(`{"types":["chat.*"]}`)); st.MaxAckPending != durable.DefaultMaxAckPending {
 		t.Errorf("default max_ack_pending %d", st.MaxAckPending)
 	}
 	code, b := e.do(http.MethodPost, "/aep/subscriptions", `{"types":["task.*"],"max_ack_pending":4}`)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
@@ -54,13 +54,13 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	key := tn.String() + "/" + id
 	// the newest stream wins, here as on any other node: its claim in the
 	// journal fences an older stream of this node too
-	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+engine.LeaseTTL)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+durable.LeaseTTL)
 	st, err := h.e.State(ctx, tn)
-	var s *engine.DurableStream
+	var s *durable.DurableStream
 	wt := &waitingSSE{h: h, w: w, id: id}
 	if err == nil {
-		req := engine.DurableRequest{
-			Tenant: tn, SubscriptionID: id, Group: engine.SubscriptionGroup(tn, id), Filter: f,
+		req := durable.DurableRequest{
+			Tenant: tn, SubscriptionID: id, Group: durable.SubscriptionGroup(tn, id), Filter: f,
 			Policy: h.policy(def), Window: h.cfg.Window, CommitInterval: h.cfg.CommitInterval, DeadLetter: encodeDeadLetter,
 			OnWait:        wt.notice,
 			MaxAckPending: capN,
@@ -108,7 +108,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 }
 
 // waitingSSE tells the client of a stream whose opening waits for the
-// previous holder, at once and every engine.WaitNotice: the first notice
+// previous holder, at once and every durable.WaitNotice: the first notice
 // sends the 200 and the stream headers (AEP-Stream-Node/-Epoch of the new
 // claim), then a comment each time, so that a client watchdog sees bytes.
 // A refusal after that point can only be an event in the stream.
@@ -119,7 +119,7 @@ type waitingSSE struct {
 	started bool
 }
 
-func (ws *waitingSSE) notice(d engine.DurableWait) {
+func (ws *waitingSSE) notice(d durable.DurableWait) {
 	if !ws.started {
 		ws.w.Header().Set("AEP-Stream-Node", ws.h.e.NodeID())
 		ws.w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(d.Epoch, 10))
@@ -149,7 +149,7 @@ func (ws *waitingSSE) write(b string) {
 // {subscription_error, message, retryable true}} (the status was 200).
 func (ws *waitingSSE) refuse(tn tenant.Tenant, err error) {
 	msg := "a newer stream of subscription " + ws.id + " took it over"
-	if !errors.Is(err, engine.ErrTakenOver) {
+	if !errors.Is(err, durable.ErrTakenOver) {
 		ws.h.cfg.Logger.Warn().Err(err).Str("tenant", tn.String()).Str("subscription", ws.id).Msg("dialectd: open stream")
 		msg = "the subscription's stream could not be opened; retry"
 	}
@@ -178,7 +178,7 @@ type durableSSE struct {
 	handed *handedBatch // the events of the write being prepared
 }
 
-func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.DurableStream, stream *transport.Stream, fin *transport.Cleanup) {
+func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *durable.DurableStream, stream *transport.Stream, fin *transport.Cleanup) {
 	cfg := transport.SSEConfig{
 		Heartbeat: d.h.cfg.Heartbeat, WriteTimeout: d.h.cfg.WriteTimeout, Batch: d.h.cfg.Batch, Shutdown: d.h.hub.ShuttingDown(),
 		Stream: stream, Cleanup: fin,
@@ -194,7 +194,7 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *engine.Durab
 		}
 	}
 	onClose := func(buf []byte) []byte {
-		if !errors.Is(s.Err(), engine.ErrExpired) {
+		if !errors.Is(s.Err(), durable.ErrExpired) {
 			return buf
 		}
 		if ev, err := aep.DNotice("subscription.expired", aep.DSubscriptionEnded{SubscriptionID: d.id, Reason: "expired"}, time.Now()); err == nil {
@@ -218,8 +218,8 @@ func appendNotice(buf []byte, typ string, ev []byte) []byte {
 // appendMessage writes one durable delivery: a redelivery is announced by
 // event.redelivered {original_event_id, attempt, subscription_id} right
 // before the event itself; a dead-lettered event by event.dead_lettered.
-func (d *durableSSE) appendMessage(buf []byte, dl engine.DurableDelivery) ([]byte, error) {
-	if dl.Kind == engine.DurableDeadLettered {
+func (d *durableSSE) appendMessage(buf []byte, dl durable.DurableDelivery) ([]byte, error) {
+	if dl.Kind == durable.DurableDeadLettered {
 		return appendNotice(buf, "event.dead_lettered", dl.Notice), nil
 	}
 	if dl.Attempt > 1 {
@@ -306,7 +306,7 @@ func parseAcks(body []byte) ([]ackItem, []ackResult, error) {
 func (h *SubscriptionsHandler) refuseOpen(w http.ResponseWriter, tn tenant.Tenant, id string, err error) {
 	det := map[string]string{"subscription_id": id}
 	switch {
-	case errors.Is(err, engine.ErrTakenOver):
+	case errors.Is(err, durable.ErrTakenOver):
 		writeErr(w, http.StatusConflict, aep.CodeDSubscriptionError, "a newer stream of subscription "+id+" took it over", true, det)
 	default:
 		h.unavailable(w, tn, "open stream", err)
@@ -334,14 +334,14 @@ func (h *SubscriptionsHandler) acks(w http.ResponseWriter, r *http.Request, id s
 	}
 	tn := requestTenant(r)
 	var acked, rejIDs []string
-	var rejs []engine.Rejection
+	var rejs []durable.Rejection
 	for _, it := range items {
 		switch it.Type {
 		case "event.acknowledged":
 			acked = append(acked, it.Payload.AcknowledgedEventID)
 		case "event.rejected":
 			e := rejectionError(it)
-			rejIDs, rejs = append(rejIDs, it.Payload.AcknowledgedEventID), append(rejs, engine.Rejection{Code: e.Code, Message: e.Message})
+			rejIDs, rejs = append(rejIDs, it.Payload.AcknowledgedEventID), append(rejs, durable.Rejection{Code: e.Code, Message: e.Message})
 		}
 	}
 	// a stream open here applies them first (its outcome is the answer;
@@ -377,8 +377,8 @@ func rejectionError(it ackItem) aep.DError {
 // applyAck applies a journaled ack or rejection to the stream open on this
 // node (nil: none) and words the result: "recorded" when no stream here
 // took it (the holder, wherever it is, applies it from the journal).
-func applyAck(s *engine.DurableStream, it ackItem) string {
-	out := engine.OutcomeClosed
+func applyAck(s *durable.DurableStream, it ackItem) string {
+	out := durable.OutcomeClosed
 	if s != nil {
 		if it.Type == "event.acknowledged" {
 			out = s.Ack(it.Payload.AcknowledgedEventID)
@@ -387,7 +387,7 @@ func applyAck(s *engine.DurableStream, it ackItem) string {
 			out = s.Reject(it.Payload.AcknowledgedEventID, e.Code, e.Message)
 		}
 	}
-	if out == engine.OutcomeClosed {
+	if out == durable.OutcomeClosed {
 		return ResultRecorded
 	}
 	return string(out)

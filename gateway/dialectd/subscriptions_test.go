@@ -17,6 +17,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
@@ -31,12 +32,13 @@ func newSubsEnv(t *testing.T, cfg dialectd.SubscriptionsConfig) *sseEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dc := dialectd.NewTestDurable(t, eng, nil, st.Seeds, kgo.FetchMaxWait(200*time.Millisecond))
 	cfg.Logger = zerolog.New(io.Discard)
-	h := gatewaytest.WithTenant(gateway.DevTenant, dialectd.NewSubscriptionsHandler(eng, st.Keyring, cfg))
+	h := gatewaytest.WithTenant(gateway.DevTenant, dialectd.NewSubscriptionsHandler(dc, st.Keyring, cfg))
 	mux := http.NewServeMux()
 	mux.Handle("/aep/subscriptions", h)
 	mux.Handle("/aep/subscriptions/", h)
-	dl := dialectd.NewDeadLettersHandler(eng, 0, zerolog.New(io.Discard))
+	dl := dialectd.NewDeadLettersHandler(dc, 0, zerolog.New(io.Discard))
 	mux.Handle("/aep/dead-letters", gatewaytest.WithTenant(gateway.DevTenant, dl))
 	mux.Handle("/other/dead-letters", gatewaytest.WithTenant("other", dl)) // a second tenant
 	mux.Handle("/", st.Server.Handler())
@@ -44,6 +46,7 @@ func newSubsEnv(t *testing.T, cfg dialectd.SubscriptionsConfig) *sseEnv {
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
+		dc.Close()
 		eng.Close()
 	})
 	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin}
@@ -185,7 +188,7 @@ func TestSubscriptionsDLifecycle(t *testing.T) {
 		return json.Unmarshal(b, &state) == nil && state.Lag == 0 && state.PendingAcks == 0
 	})
 	// committed offsets are the group's, readable by kadm
-	offs, err := e.adm.FetchOffsets(context.Background(), engine.SubscriptionGroup(tenant.MustParse(gateway.DevTenant), created.ID))
+	offs, err := e.adm.FetchOffsets(context.Background(), durable.SubscriptionGroup(tenant.MustParse(gateway.DevTenant), created.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

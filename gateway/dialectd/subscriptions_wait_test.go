@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
@@ -24,6 +25,7 @@ import (
 // durable subscriptions API (plus ingest) over HTTP.
 type subsNode struct {
 	eng *engine.Engine
+	dc  *durable.Cluster
 	hs  *httptest.Server
 }
 
@@ -34,21 +36,23 @@ func newSubsNode(t *testing.T, st *gatewaytest.Stack, name string) *subsNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := gatewaytest.WithTenant(gateway.DevTenant, dialectd.NewSubscriptionsHandler(eng, st.Keyring,
+	dc := dialectd.NewTestDurable(t, eng, nil, st.Seeds, kgo.FetchMaxWait(200*time.Millisecond))
+	h := gatewaytest.WithTenant(gateway.DevTenant, dialectd.NewSubscriptionsHandler(dc, st.Keyring,
 		dialectd.SubscriptionsConfig{CommitInterval: 20 * time.Millisecond, Logger: zerolog.New(io.Discard)}))
-	ws := dialectd.NewWSHandler(eng, st.Keyring, st.Server.IngestFunc(aep.DialectD), dialectd.WSConfig{Logger: zerolog.New(io.Discard)})
+	ws := dialectd.NewWSHandler(eng, dc, st.Keyring, st.Server.IngestFunc(aep.DialectD), dialectd.WSConfig{Logger: zerolog.New(io.Discard)})
 	mux := http.NewServeMux()
 	mux.Handle("/aep/subscriptions", h)
 	mux.Handle("/aep/subscriptions/", h)
 	mux.Handle("/aep", gatewaytest.WithTenant(gateway.DevTenant, ws))
 	mux.Handle("/", st.Server.Handler())
-	n := &subsNode{eng: eng, hs: httptest.NewServer(mux)}
+	n := &subsNode{eng: eng, dc: dc, hs: httptest.NewServer(mux)}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = ws.Shutdown(ctx)
 		n.hs.CloseClientConnections()
 		n.hs.Close()
+		dc.Close()
 		eng.Close()
 	})
 	return n
@@ -84,6 +88,7 @@ func deadHolder(t *testing.T) (*subsNode, string) {
 	}
 	gate.Store(true)
 	a.hs.CloseClientConnections()
+	a.dc.Close()
 	a.eng.Close()
 	gate.Store(false)
 	return b, created.ID

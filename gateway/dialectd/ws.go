@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
@@ -51,7 +52,7 @@ type WSConfig struct {
 	Source string
 	// AckPolicy is the redelivery policy of at_least_once subscriptions
 	// (zero fields: D reliability.md defaults, ack timeout 30s).
-	AckPolicy engine.AckPolicy
+	AckPolicy durable.AckPolicy
 	// Hub tracks the connections with every other stream of the node
 	// (per-tenant cap, shutdown). Nil means a Hub of the handler's own,
 	// without a cap.
@@ -124,6 +125,7 @@ func (c *WSConfig) withDefaults() {
 // connections.
 type WSHandler struct {
 	e      *engine.Engine
+	dc     *durable.Cluster // at_least_once subscriptions
 	kr     *cursor.Keyring
 	ingest ingest.Func
 	cfg    WSConfig
@@ -133,13 +135,13 @@ type WSHandler struct {
 }
 
 // NewWSHandler returns the dialect D WebSocket binding. Subscriptions read
-// from e; cursors are signed and checked with kr (the same cursors as the SSE
+// from e, at_least_once ones from dc; cursors are signed and checked with kr (the same cursors as the SSE
 // stream's); events the client publishes go to ingest. The tenant is the
 // request context's (tenant.FromContext), as authentication put it.
-func NewWSHandler(e *engine.Engine, kr *cursor.Keyring, ingest ingest.Func, cfg WSConfig) *WSHandler {
+func NewWSHandler(e *engine.Engine, dc *durable.Cluster, kr *cursor.Keyring, ingest ingest.Func, cfg WSConfig) *WSHandler {
 	cfg.withDefaults()
 	return &WSHandler{
-		e: e, kr: kr, ingest: ingest, cfg: cfg,
+		e: e, dc: dc, kr: kr, ingest: ingest, cfg: cfg,
 		hub: hubOf(cfg.Hub), ackErrors: newAckErrors(cfg.Registerer),
 	}
 }

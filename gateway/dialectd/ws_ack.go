@@ -12,7 +12,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
@@ -27,12 +27,12 @@ func (s *wsSub) close() {
 	if s.group == "" {
 		return // an attached durable subscription outlives the connection
 	}
-	deleteGroup(s.e, s.group)
+	deleteGroup(s.dc, s.group)
 }
 
 // deleteGroup deletes an ad-hoc subscription's consumer group (bounded:
 // the connection may be gone, the broker slow).
-func deleteGroup(e *engine.Engine, group string) {
+func deleteGroup(e *durable.Cluster, group string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	e.DeleteGroup(ctx, group)
@@ -59,9 +59,9 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	if rej := c.roomFor(id); rej != nil {
 		return nil, nil, rej
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout+engine.LeaseTTL)
+	ctx, cancel := context.WithTimeout(c.ctx, c.h.cfg.SetupTimeout+durable.LeaseTTL)
 	defer cancel()
-	defs, err := c.h.e.Subscriptions(ctx, c.tenant)
+	defs, err := c.h.dc.Subscriptions(ctx, c.tenant)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("dialectd: websocket attach")
 		return nil, nil, &wsSubReject{msg: "the subscription store is not available", retryable: true}
@@ -82,22 +82,22 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	if st.state, err = c.h.e.State(ctx, c.tenant); err != nil {
 		return nil, nil, &wsSubReject{msg: "the event log is not available", retryable: true}
 	}
-	req := engine.DurableRequest{
-		Tenant: c.tenant, SubscriptionID: id, Group: engine.SubscriptionGroup(c.tenant, id), Filter: f,
+	req := durable.DurableRequest{
+		Tenant: c.tenant, SubscriptionID: id, Group: durable.SubscriptionGroup(c.tenant, id), Filter: f,
 		Policy: policyOf(c.h.cfg.AckPolicy, def), Queue: c.h.cfg.Queue, DeadLetter: encodeDeadLetter,
-		OnWait:        func(d engine.DurableWait) { c.waitNotice(id, d) },
+		OnWait:        func(d durable.DurableWait) { c.waitNotice(id, d) },
 		MaxAckPending: def.MaxAckPending,
 	}
 	if def.ExpiresAt != nil {
 		req.ExpiresAt = *def.ExpiresAt
 	}
-	dur, err := c.h.e.OpenDurable(ctx, req)
+	dur, err := c.h.dc.OpenDurable(ctx, req)
 	if err != nil {
 		c.log.Warn().Err(err).Str("subscription_id", id).Msg("dialectd: websocket attach")
 		return nil, nil, &wsSubReject{msg: "the subscription's stream could not be claimed: " + err.Error(), details: det, retryable: true}
 	}
 	st.frontier = st.fullFrontier(nil)
-	s := &wsSub{id: id, e: c.h.e, dur: dur, st: st, requested: ModeAtLeastOnce, attached: true, done: make(chan struct{})}
+	s := &wsSub{id: id, dc: c.h.dc, dur: dur, st: st, requested: ModeAtLeastOnce, attached: true, done: make(chan struct{})}
 	created := &wsSubCreated{SubscriptionID: id, Filter: def.Filter, CreatedAt: def.CreatedAt.Format(time.RFC3339Nano), DeliveryMode: ModeAtLeastOnce}
 	return s, created, nil
 }
@@ -105,8 +105,8 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 // waitNotice tells the client that attaching to the durable subscription
 // id waits for its previous holder: session.heartbeat {subscription_id,
 // status "waiting", holder_node, holder_epoch, max_wait_ms}, at once and
-// every engine.WaitNotice (docs/delivery-websocket-d.md).
-func (c *wsConn) waitNotice(id string, d engine.DurableWait) {
+// every durable.WaitNotice (docs/delivery-websocket-d.md).
+func (c *wsConn) waitNotice(id string, d durable.DurableWait) {
 	c.reply("session.heartbeat", "", wsWaiting{SubscriptionID: id, Status: "waiting", HolderNode: d.Node, HolderEpoch: d.Holder, MaxWaitMS: d.Left.Milliseconds()})
 }
 
@@ -136,7 +136,7 @@ func (s *wsSub) err() error {
 func adHocIdentity() string { return "ws." + ulid.Make().String() }
 
 // startAckSub starts an at_least_once subscription of the connection: a
-// engine.DurableStream under an identity of its own (adHocIdentity) on a
+// durable.DurableStream under an identity of its own (adHocIdentity) on a
 // consumer group of its own ("aep.<tenant>.ws.<ULID>") whose start is
 // committed first (the end offsets, or from_cursor's checked position).
 // Acks and rejections arrive over the socket (settle).
@@ -148,21 +148,21 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 	internal := adHocIdentity()
 	group := "aep." + c.tenant.String() + "." + internal
 	log := c.log.With().Str("subscription_id", id).Str("internal_id", internal).Logger()
-	if err := c.h.e.CommitStart(ctx, c.tenant, group, st.state, start); err != nil {
+	if err := c.h.dc.CommitStart(ctx, c.tenant, group, st.state, start); err != nil {
 		log.Warn().Err(err).Msg("dialectd: websocket at_least_once start")
 		return nil, nil, &wsSubReject{msg: "the subscription could not start", retryable: true}
 	}
-	dur, err := c.h.e.OpenDurable(ctx, engine.DurableRequest{
+	dur, err := c.h.dc.OpenDurable(ctx, durable.DurableRequest{
 		Tenant: c.tenant, SubscriptionID: internal, Group: group, Filter: f, Policy: c.h.cfg.AckPolicy,
 		Queue: c.h.cfg.Queue, Sequence: seq, DeadLetter: encodeDeadLetter,
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("dialectd: websocket at_least_once open")
-		deleteGroup(c.h.e, group) // its committed start: nothing else of it exists
+		deleteGroup(c.h.dc, group) // its committed start: nothing else of it exists
 		return nil, nil, &wsSubReject{msg: "the subscription could not start", retryable: true}
 	}
 	st.frontier = append([]cursor.PartitionOffset(nil), start...)
-	s := &wsSub{id: id, e: c.h.e, dur: dur, group: group, st: st, requested: ModeAtLeastOnce, done: make(chan struct{})}
+	s := &wsSub{id: id, dc: c.h.dc, dur: dur, group: group, st: st, requested: ModeAtLeastOnce, done: make(chan struct{})}
 	created := &wsSubCreated{
 		SubscriptionID: id, Filter: json.RawMessage(f.String()),
 		CreatedAt: time.Now().UTC().Format(time.RFC3339Nano), DeliveryMode: ModeAtLeastOnce,
@@ -178,7 +178,7 @@ func (c *wsConn) startAckSub(ctx context.Context, id string, f *filtering.Filter
 // event.dead_lettered.
 func (c *wsConn) pumpAck(s *wsSub) {
 	var last []byte // cursor of the last queued delivery
-	transport.Pump(c.conn, s.dur.Deliveries(), func(d engine.DurableDelivery) bool {
+	transport.Pump(c.conn, s.dur.Deliveries(), func(d durable.DurableDelivery) bool {
 		if s.cancelled.Load() {
 			return false
 		}
@@ -188,7 +188,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		var msgs [][]byte
 		var err error
 		switch {
-		case d.Kind == engine.DurableDeadLettered:
+		case d.Kind == durable.DurableDeadLettered:
 			dl := deadLettered(*d.DeadLetter)
 			dl.SubscriptionID = s.id // the wire id, not an ad-hoc one's internal identity
 			var b []byte
@@ -217,7 +217,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		}
 		for i, m := range msgs {
 			queued := false
-			if d.Kind == engine.DurableEvent && i == len(msgs)-1 { // the event itself
+			if d.Kind == durable.DurableEvent && i == len(msgs)-1 { // the event itself
 				queued = c.pushHanded(m, s.dur, d)
 			} else {
 				queued = c.push(m)
@@ -235,7 +235,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 	})
 }
 
-func (c *wsConn) encodeAckEvent(s *wsSub, d engine.DurableDelivery) ([]byte, []byte, error) {
+func (c *wsConn) encodeAckEvent(s *wsSub, d durable.DurableDelivery) ([]byte, []byte, error) {
 	return c.encodeEvent(s, d.Event, ModeAtLeastOnce, d.Sequence)
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
@@ -38,8 +38,8 @@ func newWSAckEnv(t testing.TB, cfg dialectd.WSConfig) *wsAckEnv {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
-	e, st := newWSEnvOn(t, cfg, reg, func(st *gatewaytest.Stack, eng *engine.Engine) {
-		subs := dialectd.NewSubscriptionsHandler(eng, st.Keyring, dialectd.SubscriptionsConfig{Logger: zerolog.New(io.Discard), CommitInterval: 50 * time.Millisecond})
+	e, st := newWSEnvOn(t, cfg, reg, func(st *gatewaytest.Stack, dc *durable.Cluster) {
+		subs := dialectd.NewSubscriptionsHandler(dc, st.Keyring, dialectd.SubscriptionsConfig{Logger: zerolog.New(io.Discard), CommitInterval: 50 * time.Millisecond})
 		st.Server.Mount(aep.DialectD, "/aep/subscriptions", subs)
 		st.Server.Mount(aep.DialectD, "/aep/subscriptions/*", subs)
 	})
@@ -76,7 +76,7 @@ func TestWSDAtLeastOnceSubscriptionsOfSeveralConnectionsDoNotCollide(t *testing.
 }
 
 func testWSDNoCollision(t *testing.T, conns, subs, perSub int) {
-	e := newWSAckEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: time.Hour}})
+	e := newWSAckEnv(t, dialectd.WSConfig{AckPolicy: durable.AckPolicy{AckTimeout: time.Hour}})
 	type subKey struct{ conn, sub int }
 	ws := make([]*gatewaytest.WSD, conns)
 	wire := make([]map[string]int, conns) // subscription_id -> sub index, per connection
@@ -200,7 +200,7 @@ func (e *wsAckEnv) journalAcks(sub string) (records int, ids []string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), gatewaytest.Wait)
 	defer cancel()
-	return gatewaytest.JournalAcks(ctx, e.t, e.st.Admin, []kgo.Opt{e.st.Seeds}, e.eng.JournalTopic(tenant.MustParse(gateway.DevTenant)), sub)
+	return gatewaytest.JournalAcks(ctx, e.t, e.st.Admin, []kgo.Opt{e.st.Seeds}, e.dc.JournalTopic(tenant.MustParse(gateway.DevTenant)), sub)
 }
 
 // attachWithEvents creates a durable subscription of task.* events,
@@ -263,7 +263,7 @@ func TestWSDAckBurstIsBatchedInTheJournal(t *testing.T) {
 // journal topic (INVALID_RECORD, not retried) while fail holds.
 func (e *wsAckEnv) failJournal(fail *atomic.Bool) {
 	e.t.Helper()
-	topic := e.eng.JournalTopic(tenant.MustParse(gateway.DevTenant))
+	topic := e.dc.JournalTopic(tenant.MustParse(gateway.DevTenant))
 	ctx, cancel := context.WithTimeout(context.Background(), gatewaytest.Wait)
 	defer cancel()
 	tds, err := e.st.Admin.ListTopics(ctx, topic)
@@ -389,7 +389,7 @@ func TestWSDRejectThenAckInOneBatchKeepsOrder(t *testing.T) {
 func TestWSDFullAckQueueLosesNothing(t *testing.T) {
 	e := newWSAckEnv(t, dialectd.WSConfig{AckQueue: 8, AckBatch: 4, AckLinger: -1})
 	w, id, _ := e.attachWithEvents(1)
-	topic := e.eng.JournalTopic(tenant.MustParse(gateway.DevTenant))
+	topic := e.dc.JournalTopic(tenant.MustParse(gateway.DevTenant))
 	var slow atomic.Bool
 	slow.Store(true)
 	e.st.Cluster.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aep-gateway/aep-gateway/aep"
-	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 )
@@ -199,7 +199,7 @@ func kindsOf(b []wsAck) map[string]bool {
 func (a *wsAcker) write(b []wsAck) {
 	c := a.c
 	var acks, rejectIDs []string
-	var rejects []engine.Rejection
+	var rejects []durable.Rejection
 	for i := range b {
 		switch it := &b[i]; {
 		case it.flushed != nil:
@@ -207,7 +207,7 @@ func (a *wsAcker) write(b []wsAck) {
 			acks = append(acks, it.eventID)
 		default:
 			rejectIDs = append(rejectIDs, it.eventID)
-			rejects = append(rejects, engine.Rejection{Code: it.rej.Code, Message: it.rej.Message})
+			rejects = append(rejects, durable.Rejection{Code: it.rej.Code, Message: it.rej.Message})
 		}
 	}
 	n := len(acks) + len(rejectIDs)
@@ -217,7 +217,7 @@ func (a *wsAcker) write(b []wsAck) {
 		for _, id := range attached {
 			// the connection may be ending: what it read still goes to Kafka
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.h.cfg.SetupTimeout)
-			err := c.h.e.JournalAcks(ctx, c.tenant, id, acks, rejects, rejectIDs)
+			err := c.h.dc.JournalAcks(ctx, c.tenant, id, acks, rejects, rejectIDs)
 			cancel()
 			if err != nil {
 				failed = id
@@ -277,7 +277,7 @@ func (c *wsConn) hasAttached() bool {
 
 // ackTargets are the at_least_once streams of the connection and the ids
 // of its attached durable subscriptions.
-func (c *wsConn) ackTargets() (durs []*engine.DurableStream, attached []string) {
+func (c *wsConn) ackTargets() (durs []*durable.DurableStream, attached []string) {
 	c.subsMu.Lock()
 	defer c.subsMu.Unlock()
 	for _, s := range c.subs {

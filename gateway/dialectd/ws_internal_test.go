@@ -28,8 +28,9 @@ func wsTestHandler(tb testing.TB, cfg WSConfig) *WSHandler {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(eng.Close)
+	dc := NewTestDurable(tb, eng, nil, st.Seeds)
 	cfg.Logger = zerolog.New(io.Discard)
-	return NewWSHandler(eng, kr, srv.IngestFunc(aep.DialectD), cfg)
+	return NewWSHandler(eng, dc, kr, srv.IngestFunc(aep.DialectD), cfg)
 }
 
 // FuzzWSHandle feeds client messages to a session (without a socket: the

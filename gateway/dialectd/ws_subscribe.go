@@ -13,6 +13,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
@@ -20,11 +21,11 @@ import (
 // wsSub is one live subscription of a connection.
 type wsSub struct {
 	id        string
-	e         *engine.Engine
-	sub       *engine.Subscription  // best_effort, replayable
-	dur       *engine.DurableStream // at_least_once
-	group     string                // dur's consumer group, deleted when it ends ("" for an attached durable subscription)
-	attached  bool                  // a durable subscription attached by id: acks go through the journal
+	dc        *durable.Cluster
+	sub       *engine.Subscription   // best_effort, replayable
+	dur       *durable.DurableStream // at_least_once
+	group     string                 // dur's consumer group, deleted when it ends ("" for an attached durable subscription)
+	attached  bool                   // a durable subscription attached by id: acks go through the journal
 	st        *streamState
 	requested string      // the delivery_mode asked for
 	cancelled atomic.Bool // set by the reader before it closes sub

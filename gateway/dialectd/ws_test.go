@@ -21,6 +21,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
@@ -32,6 +33,7 @@ type wsEnv struct {
 	url string // http://...
 	h   *dialectd.WSHandler
 	eng *engine.Engine
+	dc  *durable.Cluster
 }
 
 func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
@@ -42,7 +44,7 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 
 // newWSEnvOn is newWSEnv with the engine's metrics in reg (nil: none) and
 // more handlers mounted by mount (nil: none).
-func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *engine.Engine)) (*wsEnv, *gatewaytest.Stack) {
+func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *durable.Cluster)) (*wsEnv, *gatewaytest.Stack) {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{})
 	srv, kr := st.Server, st.Keyring
@@ -53,10 +55,11 @@ func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, 
 	if cfg.Logger.GetLevel() == zerolog.TraceLevel { // the zero Logger
 		cfg.Logger = zerolog.New(io.Discard)
 	}
-	h := dialectd.NewWSHandler(eng, kr, srv.IngestFunc(aep.DialectD), cfg)
+	dc := dialectd.NewTestDurable(t, eng, reg, st.Seeds, kgo.FetchMaxWait(200*time.Millisecond))
+	h := dialectd.NewWSHandler(eng, dc, kr, srv.IngestFunc(aep.DialectD), cfg)
 	srv.Mount(aep.DialectD, "/aep", h)
 	if mount != nil {
-		mount(st, eng)
+		mount(st, dc)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
@@ -67,9 +70,10 @@ func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, 
 		}
 		hs.CloseClientConnections()
 		hs.Close()
+		dc.Close()
 		eng.Close()
 	})
-	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng}, st
+	return &wsEnv{t: t, url: hs.URL, h: h, eng: eng, dc: dc}, st
 }
 
 func (e *wsEnv) wsURL() string { return gatewaytest.WSURL(e.url, "/aep") }
@@ -381,7 +385,7 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 // at_least_once over the socket: an event not acknowledged in time comes
 // again as event.redelivered + the event, then is dead-lettered.
 func TestWSDAtLeastOnceRedelivers(t *testing.T) {
-	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: 50 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond}})
+	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: durable.AckPolicy{AckTimeout: 50 * time.Millisecond, MaxAttempts: 2, Backoff: time.Millisecond}})
 	w := e.open()
 	m := w.Subscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
 	if m.Type != "subscription.created" || m.Str("delivery_mode") != "at_least_once" || m.Str("requested_delivery_mode") != "" || m.Str("cursor") == "" {
@@ -412,7 +416,7 @@ func TestWSDAtLeastOnceRedelivers(t *testing.T) {
 // cannot be rejected any more; a rejected one is dead-lettered with the
 // consumer's error.
 func TestWSDAtLeastOnceAcksAndRejects(t *testing.T) {
-	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: engine.AckPolicy{AckTimeout: time.Hour}})
+	e := newWSEnv(t, dialectd.WSConfig{AckPolicy: durable.AckPolicy{AckTimeout: time.Hour}})
 	w := e.open()
 	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"at_least_once"}`)
 	e.ingestHTTP(wsEvent("evt_1", "task.started", "agent:x"), wsEvent("evt_2", "task.started", "agent:x"))

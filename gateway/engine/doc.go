@@ -37,20 +37,8 @@
 // the event it could not take, then joins the tail again: it loses nothing
 // and slows nobody but itself.
 //
-// At-least-once (docs/delivery-durable-d.md): a DurableStream (OpenDurable)
-// serves one durable at_least_once subscription on its own
-// client from its consumer group's committed offsets, tracks delivered
-// offsets in a cursor.AckTracker (its window bounds memory: a full partition
-// is paused; MaxAckPending bounds its delivered and unacknowledged events),
-// redelivers unacknowledged events after the ack timeout and backoff (with
-// the later unacknowledged events of the same session, in order),
-// dead-letters rejected events and those handed to a client max_attempts
-// times without an ack (the transports confirm what they wrote through
-// DurableStream.Handed; see docs/durable-cluster.md for when a hand-over
-// counts) to the tenant's dead-letter topic, and checkpoints its state in
-// the subscription journal and the committable offsets in the group. SubscriptionsHandlerD serves the
-// durable subscriptions API (/aep/subscriptions); definitions live in the
-// tenant's compacted subscriptions topic.
+// At-least-once (durable) subscriptions are served by gateway/durable on
+// top of the Engine: cluster_api.go is what it uses of it.
 //
 // Concurrency: Engine and Subscription are safe for concurrent use. Each tail
 // owns one goroutine, stopped and waited for when its last subscription
@@ -58,31 +46,10 @@
 // waited for by Subscription.Close and Engine.Close. A Subscription's queue
 // (Deliveries, an internal/queue.Queue allocated as it fills) has exactly one
 // sender at a time (a catch-up or the tail) and is ended exactly once, after
-// the last sender is gone. A DurableStream owns one goroutine (stopped and
-// waited for by Close and Engine.Close) that is the only sender on its
-// queue; Ack, Reject, Handed and Stats are safe from any goroutine (they
-// take the stream's mutex and interrupt its poll).
-//
-// Durable streams across nodes (docs/durable-cluster.md): per tenant one
-// journal follower (durable_journal.go) owns two goroutines, the reader
-// and the lease renewals, stopped and waited for when the Engine closes or
-// when the follower retires after JournalIdle without use; its setup runs
-// on a goroutine of its own off Engine.jmu. A stream hands a delivery out
-// only while it holds its lease and was not fenced: the check runs before
-// each reservation, at each turn of the stream's loop, and in Hand, which
-// the bindings call right before writing each delivery.
+// the last sender is gone.
 //
 // Lock order (a lock may be taken while holding the ones before it, never
 // the other way round):
 //
 //	Engine.mu → tail.mu → Subscription.mu → Engine.goMu
-//	Engine.jmu → journal.mu → DurableStream.mu → queue (internal/queue)
-//	defsFollower.mu, readProgress.mu: leaves, held with no other lock
-//
-// journal.mu is held while a record is dispatched: fencing a stream and
-// applying acks take DurableStream.mu under it, so no code may take
-// journal.mu while holding DurableStream.mu (the stream reads its lease
-// from an atomic for that reason). Engine.jmu is held only around map
-// lookups and a journal's retirement, never across Kafka requests, and
-// never with Engine.mu or a DurableStream.mu.
 package engine

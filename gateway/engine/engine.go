@@ -67,10 +67,8 @@ type Config struct {
 	// buffer whatever the topic holds (a single batch larger than it is
 	// still fetched whole). Zero means DefaultReaderFetchBytes.
 	ReaderFetchBytes int32
-	// ReplicationFactor of the topics the engine creates itself (the
-	// subscription journal). Zero means -1: the broker's default.
-	ReplicationFactor int16
-	// NodeID names this node in stream claims; empty means a random one.
+	// NodeID names this node in stream claims (the durable cluster's and
+	// the forwarded feed's); empty means a random one.
 	NodeID string
 	Logger zerolog.Logger
 	// Registerer receives the engine's metrics (aep_delivery_*). Nil
@@ -80,10 +78,6 @@ type Config struct {
 	// first tenants seen keep their name, later ones count as OtherTenant.
 	// Zero means DefaultMetricsMaxTenants.
 	MetricsMaxTenants int
-	// SubscriptionLagTop is how many durable subscriptions of this node,
-	// the most lagging, get an aep_delivery_subscription_lag_records
-	// series. Zero means none.
-	SubscriptionLagTop int
 	// LiveDelivery chooses how live events reach this node: LiveTail (the
 	// zero value: a tail reader per tenant topic) or LiveWorkers (filter
 	// workers forward matches to this node's delivery partition). A
@@ -97,7 +91,6 @@ type Config struct {
 type Engine struct {
 	cfg     Config
 	metrics *metrics
-	lag     *lagCollector
 	admCl   *kgo.Client
 	adm     *kadm.Client
 	nextID  atomic.Uint64
@@ -114,10 +107,7 @@ type Engine struct {
 	closed bool             // guarded by mu
 	feed   *feed            // LiveWorkers only, started with the first tail; guarded by mu
 
-	node     string                   // this node in stream claims
-	jmu      sync.Mutex               // never held with mu or a stream's mu
-	journals map[string]*journalSetup // by tenant; guarded by jmu
-	defs     map[string]*defsFollower // by tenant; guarded by jmu
+	node string // this node in stream claims
 }
 
 // NewEngine validates cfg and returns an Engine. Its Kafka connections are
@@ -151,9 +141,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: admin client: %w", err)
 	}
-	if cfg.ReplicationFactor == 0 {
-		cfg.ReplicationFactor = -1
-	}
 	node := cfg.NodeID
 	if node == "" {
 		node = "node-" + ulid.Make().String()
@@ -161,11 +148,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
-		tails: map[string]*tail{}, node: node, journals: map[string]*journalSetup{}, defs: map[string]*defsFollower{},
-	}
-	e.lag = newLagCollector(e, cfg.SubscriptionLagTop)
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(e.lag)
+		tails: map[string]*tail{}, node: node,
 	}
 	if cfg.LiveDelivery == LiveWorkers && e.startGoroutines(1) {
 		go e.warmFeed()

@@ -13,12 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
-	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 const testTenant = "acme"
@@ -27,6 +25,7 @@ var testTenantT = tenant.MustParse(testTenant)
 
 type kafkaEnv struct {
 	t       *testing.T
+	g       *gatewaytest.Kafka
 	cluster *kfake.Cluster
 	prod    *kgo.Client
 	topic   string
@@ -35,18 +34,8 @@ type kafkaEnv struct {
 
 func newKafkaEnv(t *testing.T, parts int32, opts ...kfake.Opt) *kafkaEnv {
 	t.Helper()
-	topic := partitioning.Naming{}.Events(testTenant)
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(parts, topic)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	return &kafkaEnv{t: t, cluster: c, prod: prod, topic: topic, parts: parts}
+	g := gatewaytest.NewKafka(t, testTenant, parts, opts...)
+	return &kafkaEnv{t: t, g: g, cluster: g.Cluster, prod: g.Prod, topic: g.Topic, parts: parts}
 }
 
 func (k *kafkaEnv) engine(mutate func(*Config)) *Engine {
@@ -68,14 +57,7 @@ func (k *kafkaEnv) engine(mutate func(*Config)) *Engine {
 // partition p and returns its offset.
 func (k *kafkaEnv) produce(p int32, typ, sess string, n int) int64 {
 	k.t.Helper()
-	a := aep.Attrs{Dialect: aep.DialectD, ID: fmt.Sprintf("evt_%s_%d", sess, n), Type: typ, Source: "agent:t", Session: sess}
-	val := fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":%q,"source":"agent:t","session_id":%q,"created_at":"2026-01-01T00:00:00Z","payload":{}}`, a.ID, typ, sess)
-	r := &kgo.Record{Topic: k.topic, Partition: p, Key: []byte(sess), Value: []byte(val), Headers: partitioning.AppendHeaders(nil, &a)}
-	res := k.prod.ProduceSync(context.Background(), r)
-	if err := res.FirstErr(); err != nil {
-		k.t.Fatal(err)
-	}
-	return res[0].Record.Offset
+	return k.g.ProduceD(k.t, p, typ, sess, n)
 }
 
 func mustFilter(t testing.TB, q string) *filtering.Filter { return gatewaytest.FilterD(t, q) }

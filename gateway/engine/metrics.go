@@ -4,32 +4,24 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 // metrics are the engine's Prometheus series. They are registered on
 // Config.Registerer when one is given; otherwise they count unregistered.
 type metrics struct {
-	subscriptions prometheus.Gauge       // open live/replayable subscriptions
-	durable       prometheus.Gauge       // open at_least_once streams
-	delivered     prometheus.Counter     // events queued to a subscriber (live, catch-up, durable)
-	dropped       prometheus.Counter     // best_effort events dropped for a full queue
-	fallbacks     prometheus.Counter     // lossless subscribers moved back to catch-up reading
-	catchUps      prometheus.Gauge       // subscriptions reading their topic on their own client
-	regFailures   prometheus.Counter     // LiveWorkers: failed registry writes (each retried until it lands)
-	redelivered   *prometheus.CounterVec // tenant: at_least_once redeliveries
-	deadLettered  *prometheus.CounterVec // tenant: events written to the dead-letter topic
+	subscriptions prometheus.Gauge   // open live/replayable subscriptions
+	delivered     prometheus.Counter // events queued to a subscriber (live, catch-up, durable)
+	dropped       prometheus.Counter // best_effort events dropped for a full queue
+	fallbacks     prometheus.Counter // lossless subscribers moved back to catch-up reading
+	catchUps      prometheus.Gauge   // subscriptions reading their topic on their own client
+	regFailures   prometheus.Counter // LiveWorkers: failed registry writes (each retried until it lands)
 	tenants       *tenantLabels
 	refusals      *prometheus.CounterVec
-	ackLag        prometheus.Histogram // journal ack from another node: produced -> applied here
-	journal       *journalMetrics
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 	m := &metrics{
 		subscriptions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_subscriptions", Help: "Open best_effort and replayable subscriptions on this node."}),
-		durable:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "aep_delivery_durable_streams", Help: "Open at_least_once streams on this node."}),
 		delivered:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_events_total", Help: "Events queued to subscribers (each subscriber counts once)."}),
 		dropped:       prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_dropped_total", Help: "best_effort events dropped because a subscriber's queue was full."}),
 		fallbacks:     prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_fallbacks_total", Help: "Lossless subscribers that fell behind and went back to reading Kafka."}),
@@ -37,36 +29,16 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 			Help: "Subscriptions reading their topic on a client of their own: replays, fallbacks of slow lossless subscribers, and (--live-delivery workers) streams the filter workers have not answered yet."}),
 		regFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_registry_write_failures_total",
 			Help: "--live-delivery workers: failed attempts to write this node's subscription entries to the registry topic (each is retried until it lands)."}),
-		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_redeliveries_total",
-			Help: "at_least_once redeliveries (ack timeout or a new stream), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
-		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_dead_letters_total",
-			Help: "Events dead-lettered (attempts exhausted or rejected by the consumer), by tenant (capped: " + OtherTenant + " past the cap)."}, []string{"tenant"}),
-		tenants: newTenantLabels(maxTenants),
-		ackLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "aep_delivery_remote_ack_seconds",
-			Help:    "Acks and rejections posted on another node: from their journal write to their application by the stream holder here.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}),
+		tenants:  newTenantLabels(maxTenants),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
 	}
-	m.journal = newJournalMetrics(reg)
 	if reg != nil {
-		reg.MustRegister(m.subscriptions, m.durable, m.delivered, m.dropped, m.fallbacks, m.redelivered, m.deadLettered, m.refusals, m.ackLag)
+		reg.MustRegister(m.subscriptions, m.delivered, m.dropped, m.fallbacks, m.refusals)
 	}
 	if reg != nil {
 		reg.MustRegister(m.catchUps, m.regFailures)
 	}
 	return m
-}
-
-// redelivery counts one redelivery for tenant t.
-func (m *metrics) redelivery(t tenant.Tenant) {
-	m.redelivered.WithLabelValues(m.tenants.label(t.String())).Inc()
-}
-
-// deadLetter counts one dead-lettered event for tenant t.
-func (m *metrics) deadLetter(t tenant.Tenant) {
-	m.deadLettered.WithLabelValues(m.tenants.label(t.String())).Inc()
 }
 
 // OtherTenant is the tenant label of every tenant past the cap of

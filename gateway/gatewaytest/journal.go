@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// JournalAcks reads a subscription journal topic (engine.JournalTopic)
+// JournalAcks reads a subscription journal topic (durable.Cluster.JournalTopic)
 // from its start to the end offsets it has now, with a client made of
 // opts (the broker's seeds), and returns the acks records of subscription
 // sub and every id they acknowledge, repeats included.

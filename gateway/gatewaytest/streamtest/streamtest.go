@@ -22,6 +22,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
+	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
@@ -30,10 +31,11 @@ import (
 // Stack is a served gateway with streaming.
 type Stack struct {
 	*gatewaytest.Stack
-	URL    string // the httptest server's base URL
-	Engine *engine.Engine
-	Hub    *transport.Hub // admits every stream; Shutdown ends them all
-	Relay  *dialectr.Relay
+	URL     string // the httptest server's base URL
+	Engine  *engine.Engine
+	Durable *durable.Cluster
+	Hub     *transport.Hub // admits every stream; Shutdown ends them all
+	Relay   *dialectr.Relay
 }
 
 // New builds the stack, calls mount (when not nil) so the caller can mount
@@ -48,17 +50,23 @@ func New(tb testing.TB, o gatewaytest.Options, mount func(*gateway.Server)) *Sta
 	if err != nil {
 		tb.Fatal(err)
 	}
+	dc, err := durable.New(durable.Config{ClientOpts: opts, Logger: log}, eng)
+	if err != nil {
+		eng.Close()
+		tb.Fatal(err)
+	}
 	srv := st.Server
 	hub := transport.NewHub(0)
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events", dialectd.NewSSEHandler(eng, st.Keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
-	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, st.Keyring, srv.IngestFunc(aep.DialectD), dialectd.WSConfig{Hub: hub, Logger: log}))
-	subs := dialectd.NewSubscriptionsHandler(eng, st.Keyring, dialectd.SubscriptionsConfig{Hub: hub, Logger: log})
+	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, dc, st.Keyring, srv.IngestFunc(aep.DialectD), dialectd.WSConfig{Hub: hub, Logger: log}))
+	subs := dialectd.NewSubscriptionsHandler(dc, st.Keyring, dialectd.SubscriptionsConfig{Hub: hub, Logger: log})
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subs)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subs)
-	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(eng, 0, log))
+	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(dc, 0, log))
 	rl, err := dialectr.New(dialectr.Config{Engine: eng, Ingest: srv.IngestFunc(aep.DialectR), Hub: hub, ClientOpts: opts, Topics: st.Provisioner,
 		Index: cursor.IndexerConfig{Distance: 4, Every: 3}, Logger: log})
 	if err != nil {
+		dc.Close()
 		eng.Close()
 		tb.Fatal(err)
 	}
@@ -75,7 +83,8 @@ func New(tb testing.TB, o gatewaytest.Options, mount func(*gateway.Server)) *Sta
 		_ = rl.Shutdown(ctx)
 		hs.CloseClientConnections()
 		hs.Close()
+		dc.Close()
 		eng.Close()
 	})
-	return &Stack{Stack: st, URL: hs.URL, Engine: eng, Hub: hub, Relay: rl}
+	return &Stack{Stack: st, URL: hs.URL, Engine: eng, Durable: dc, Hub: hub, Relay: rl}
 }

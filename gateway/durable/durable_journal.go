@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -140,12 +140,12 @@ func (w *watcher) poke() {
 
 // journal is this node's follower of one tenant's journal topic.
 type journal struct {
-	e      *Engine
+	e      *Cluster
 	tenant string
 	topic  string
 	parts  int32
 	cl     *kgo.Client
-	cancel context.CancelFunc // stops follow and renew (retire, Engine.Close)
+	cancel context.CancelFunc // stops follow and renew (retire, Cluster.Close)
 	done   chan struct{}      // closed when both have returned
 
 	prog *readProgress
@@ -154,7 +154,7 @@ type journal struct {
 	// listed: every record below them was appended before it
 	startAt time.Time
 	// lastUse (monoNow) is when journalFor last handed the journal out;
-	// guarded by Engine.jmu
+	// guarded by Cluster.jmu
 	lastUse int64
 
 	mu    sync.Mutex
@@ -167,12 +167,12 @@ type journal struct {
 }
 
 // JournalTopic is the tenant's subscription journal.
-func (e *Engine) JournalTopic(t tenant.Tenant) string {
+func (e *Cluster) JournalTopic(t tenant.Tenant) string {
 	return e.cfg.Naming.Events(t.String()) + ".subjournal"
 }
 
 // journalSetup is one tenant's journal being set up (or set up: j): its
-// own goroutine sets it up off Engine.jmu, callers wait for ready.
+// own goroutine sets it up off Cluster.jmu, callers wait for ready.
 type journalSetup struct {
 	ready chan struct{}
 	j     *journal
@@ -185,10 +185,10 @@ const JournalSetupTimeout = 30 * time.Second
 
 // journalFor returns the tenant's journal follower, creating the topic and
 // starting the follower on first use. The setup (CreateTopic, ListOffsets,
-// the client) runs off Engine.jmu on a goroutine of its own: a slow tenant
+// the client) runs off Cluster.jmu on a goroutine of its own: a slow tenant
 // holds up only its own callers, and a caller that gives up (ctx) does not
 // fail the others.
-func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, error) {
+func (e *Cluster) journalFor(ctx context.Context, t tenant.Tenant) (*journal, error) {
 	key := t.String()
 	e.jmu.Lock()
 	js := e.journals[key]
@@ -220,13 +220,13 @@ func (e *Engine) journalFor(ctx context.Context, t tenant.Tenant) (*journal, err
 		}
 		return js.j, js.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("engine: journal of %s: %w", key, ctx.Err())
+		return nil, fmt.Errorf("durable: journal of %s: %w", key, ctx.Err())
 	}
 }
 
 // setupJournal sets js up; a failed setup is forgotten (the next caller
 // tries again).
-func (e *Engine) setupJournal(js *journalSetup, key, topic string) {
+func (e *Cluster) setupJournal(js *journalSetup, key, topic string) {
 	defer e.wg.Done()
 	ctx, cancel := context.WithTimeout(e.ctx, JournalSetupTimeout)
 	j, err := e.startJournal(ctx, key, topic)
@@ -244,7 +244,7 @@ func (e *Engine) setupJournal(js *journalSetup, key, topic string) {
 
 // startJournal creates the journal topic unless it exists, lists its end
 // offsets and starts the follower (and renewals) there.
-func (e *Engine) startJournal(ctx context.Context, key, topic string) (*journal, error) {
+func (e *Cluster) startJournal(ctx context.Context, key, topic string) (*journal, error) {
 	if err := e.createJournal(ctx, topic); err != nil {
 		return nil, err
 	}
@@ -262,7 +262,7 @@ func (e *Engine) startJournal(ctx context.Context, key, topic string) (*journal,
 		parts = max(parts, lo.Partition+1)
 	})
 	if parts == 0 {
-		return nil, fmt.Errorf("engine: %s has no partitions", topic)
+		return nil, fmt.Errorf("durable: %s has no partitions", topic)
 	}
 	j := &journal{
 		e: e, tenant: key, topic: topic, parts: parts, startAt: startAt, done: make(chan struct{}),
@@ -276,7 +276,7 @@ func (e *Engine) startJournal(ctx context.Context, key, topic string) (*journal,
 		kgo.FetchMaxWait(time.Second),
 	)
 	if j.cl, err = kgo.NewClient(opts...); err != nil {
-		return nil, fmt.Errorf("engine: journal client: %w", err)
+		return nil, fmt.Errorf("durable: journal client: %w", err)
 	}
 	if !e.startGoroutines(1) {
 		j.cl.Close()
@@ -307,7 +307,7 @@ func (j *journal) run(ctx context.Context) {
 
 // createJournal creates the journal topic (one partition, delete policy,
 // JournalRetention) unless it exists.
-func (e *Engine) createJournal(ctx context.Context, topic string) error {
+func (e *Cluster) createJournal(ctx context.Context, topic string) error {
 	ret := fmt.Sprint(JournalRetention.Milliseconds())
 	cfg := map[string]*string{"cleanup.policy": ptr("delete"), "retention.ms": &ret}
 	resp, err := e.adm.CreateTopic(ctx, 1, e.cfg.ReplicationFactor, cfg, topic)
@@ -315,7 +315,7 @@ func (e *Engine) createJournal(ctx context.Context, topic string) error {
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("engine: create topic %s: %w", topic, partitioning.ExplainCreate(err, e.cfg.ReplicationFactor))
+		return fmt.Errorf("durable: create topic %s: %w", topic, partitioning.ExplainCreate(err, e.cfg.ReplicationFactor))
 	}
 	return nil
 }
@@ -339,7 +339,7 @@ func (j *journal) produce(ctx context.Context, key string, p int32, rec journalR
 	}
 	r := &kgo.Record{Topic: j.topic, Partition: p, Key: []byte(key), Value: b}
 	if err := j.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return 0, fmt.Errorf("engine: journal %s: %w", rec.T, err)
+		return 0, fmt.Errorf("durable: journal %s: %w", rec.T, err)
 	}
 	return r.Offset, nil
 }
@@ -388,7 +388,7 @@ func (j *journal) follow(ctx context.Context) {
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			j.e.metrics.journalFetchError("follow")
-			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: journal fetch")
+			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("durable: journal fetch")
 		})
 		now := time.Now()
 		next := map[int32]int64{}
@@ -414,7 +414,7 @@ func (j *journal) parse(r *kgo.Record) (journalRecord, bool) {
 	if err := json.Unmarshal(r.Value, &rec); err != nil {
 		j.e.metrics.journalSkipped("journal")
 		j.e.cfg.Logger.Warn().Err(err).Str("topic", r.Topic).Int32("partition", r.Partition).Int64("offset", r.Offset).
-			Msg("engine: unreadable journal record skipped")
+			Msg("durable: unreadable journal record skipped")
 		return rec, false
 	}
 	return rec, true
@@ -498,7 +498,7 @@ func (j *journal) renew(ctx context.Context) {
 		sent := time.Now()
 		if err := j.renewOnce(ctx, byPart); err != nil {
 			if ctx.Err() == nil {
-				j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("engine: lease renewal")
+				j.e.cfg.Logger.Warn().Err(err).Str("topic", j.topic).Msg("durable: lease renewal")
 			}
 			continue
 		}
@@ -527,7 +527,7 @@ func (j *journal) renewOnce(ctx context.Context, byPart map[int32]map[string]int
 	}
 	for p, off := range offs {
 		if err := j.prog.waitPast(rctx, p, off+1); err != nil {
-			return fmt.Errorf("engine: journal %s: renewal not read back: %w", j.topic, err)
+			return fmt.Errorf("durable: journal %s: renewal not read back: %w", j.topic, err)
 		}
 	}
 	return nil
@@ -582,7 +582,7 @@ func (j *journal) attach(w *watcher, s *DurableStream) {
 // JournalAcks makes acknowledgements and rejections of a subscription
 // durable in its tenant's journal (acks=all) before returning: whichever
 // node holds the stream, now or later, applies them.
-func (e *Engine) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, acks []string, rejects []Rejection, rejectIDs []string) error {
+func (e *Cluster) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, acks []string, rejects []Rejection, rejectIDs []string) error {
 	if len(acks) == 0 && len(rejectIDs) == 0 {
 		return nil
 	}

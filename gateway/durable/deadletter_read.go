@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type DeadLetterRecord struct {
 // values passed 8 MiB and the read stopped early. It reads with a
 // short-lived client of its own and returns when done or when ctx ends
 // (then with ctx's error).
-func (e *Engine) RecentDeadLetters(ctx context.Context, t tenant.Tenant, n int) (recs []DeadLetterRecord, truncated bool, err error) {
+func (e *Cluster) RecentDeadLetters(ctx context.Context, t tenant.Tenant, n int) (recs []DeadLetterRecord, truncated bool, err error) {
 	if t.IsZero() || n < 1 || n > MaxRecentDeadLetters {
 		return nil, false, fmt.Errorf("%w: tenant and 1..%d records", ErrBadRequest, MaxRecentDeadLetters)
 	}
@@ -53,14 +53,14 @@ func (e *Engine) RecentDeadLetters(ctx context.Context, t tenant.Tenant, n int) 
 	}
 	cl, err := kgo.NewClient(e.readerOpts(topic, from)...)
 	if err != nil {
-		return nil, false, fmt.Errorf("engine: dead letters: %w", err)
+		return nil, false, fmt.Errorf("durable: dead letters: %w", err)
 	}
 	defer cl.Close()
 	var size int
 	for len(end) > 0 && !truncated {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("engine: dead letters of %s: %w", topic, ctx.Err())
+			return nil, false, fmt.Errorf("durable: dead letters of %s: %w", topic, ctx.Err())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if size += len(r.Value); size > maxRecentDeadLetterBytes {
@@ -96,14 +96,14 @@ func tailOffsets(ctx context.Context, adm *kadm.Client, topic string, n int64) (
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine: dead-letter offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("durable: dead-letter offsets of %s: %w", topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine: dead-letter offsets of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("durable: dead-letter offsets of %s: %w", topic, err)
 	}
 	from, end := map[int32]kgo.Offset{}, map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {

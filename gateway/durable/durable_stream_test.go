@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 // durableEnv creates the dead-letter topic next to the events topic and
 // commits the start of a subscription at the current end.
-func durableEnv(t *testing.T, parts int32) (*kafkaEnv, *Engine) {
+func durableEnv(t *testing.T, parts int32) (*kafkaEnv, *Cluster) {
 	t.Helper()
 	k := newKafkaEnv(t, parts)
 	adm := newAdm(t, k)
@@ -29,7 +29,7 @@ func durableEnv(t *testing.T, parts int32) (*kafkaEnv, *Engine) {
 	return k, k.engine(nil)
 }
 
-func startDurable(t *testing.T, e *Engine, group string) {
+func startDurable(t *testing.T, e *Cluster, group string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := e.State(ctx, testTenantT)
@@ -45,12 +45,12 @@ func startDurable(t *testing.T, e *Engine, group string) {
 	}
 }
 
-func openDurable(t *testing.T, e *Engine, group string, pol AckPolicy, window int) *DurableStream {
+func openDurable(t *testing.T, e *Cluster, group string, pol AckPolicy, window int) *DurableStream {
 	t.Helper()
 	return openDurableReq(t, e, DurableRequest{Group: group, Policy: pol, Window: window})
 }
 
-func openDurableReq(t *testing.T, e *Engine, req DurableRequest) *DurableStream {
+func openDurableReq(t *testing.T, e *Cluster, req DurableRequest) *DurableStream {
 	t.Helper()
 	req.Tenant, req.Filter, req.CommitInterval = testTenantT, mustFilter(t, "types=task.*"), 20*time.Millisecond
 	if req.SubscriptionID == "" {
@@ -92,7 +92,7 @@ func recvQueued(t *testing.T, s *DurableStream) DurableDelivery {
 	return d
 }
 
-func committed(t *testing.T, e *Engine, group string) map[int32]partCommit {
+func committed(t *testing.T, e *Cluster, group string) map[int32]partCommit {
 	t.Helper()
 	_, pcs, _, err := fetchDurable(context.Background(), e.adm, group, partitioning.Naming{}.Events(testTenant))
 	if err != nil {

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func TestDurableTakeoverConvergesAfterHolderDied(t *testing.T) {
 				recvD(t, sA)
 			}
 			if tc.warm {
-				for _, e := range []*Engine{eB, eC} {
+				for _, e := range []*Cluster{eB, eC} {
 					if err := e.JournalAcks(context.Background(), testTenantT, "sub_t", []string{"evt_none"}, nil, nil); err != nil {
 						t.Fatal(err)
 					}
@@ -66,7 +66,7 @@ func TestDurableTakeoverConvergesAfterHolderDied(t *testing.T) {
 				slack = 750 * time.Millisecond
 			}
 
-			nodes := []*Engine{eB, eC}
+			nodes := []*Cluster{eB, eC}
 			var s *DurableStream
 			for i := 0; s == nil; i++ {
 				if time.Since(from) > LeaseTTL+slack {

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (s *DurableStream) deadLetter(ctx context.Context, pe *pending, now time.Ti
 	dl := &DeadLetter{SubscriptionID: s.req.SubscriptionID, Event: pe.ev, Attempts: pe.handed, At: now, Reason: *pe.rejected}
 	value, err := s.req.DeadLetter(*dl)
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine: encode dead letter %s: %w", pe.ev.Attrs.ID, err)
+		return nil, nil, fmt.Errorf("durable: encode dead letter %s: %w", pe.ev.Attrs.ID, err)
 	}
 	hdrs := append(append([]kgo.RecordHeader(nil), pe.ev.Record.Headers...),
 		kgo.RecordHeader{Key: "aep-dl-subscription", Value: []byte(s.req.SubscriptionID)})
@@ -47,7 +47,7 @@ func (s *DurableStream) deadLetter(ctx context.Context, pe *pending, now time.Ti
 		Topic: s.e.cfg.Naming.DeadLetter(s.req.Tenant.String()), Key: pe.ev.Record.Key, Value: value, Headers: hdrs,
 	}
 	if err := s.e.admCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return nil, nil, fmt.Errorf("engine: dead-letter %s: %w", pe.ev.Attrs.ID, err)
+		return nil, nil, fmt.Errorf("durable: dead-letter %s: %w", pe.ev.Attrs.ID, err)
 	}
 	return value, dl, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func (def SubscriptionDef) Expired(now time.Time) bool {
 func SubscriptionGroup(t tenant.Tenant, id string) string { return "aep." + t.String() + ".sub." + id }
 
 // PutSubscription writes def to the tenant's subscriptions topic.
-func (e *Engine) PutSubscription(ctx context.Context, t tenant.Tenant, def SubscriptionDef) error {
+func (e *Cluster) PutSubscription(ctx context.Context, t tenant.Tenant, def SubscriptionDef) error {
 	b, err := json.Marshal(def)
 	if err != nil {
 		return err
@@ -50,7 +50,7 @@ func (e *Engine) PutSubscription(ctx context.Context, t tenant.Tenant, def Subsc
 
 // DeleteSubscription writes a tombstone for id and deletes its consumer
 // group (a group that does not exist is fine).
-func (e *Engine) DeleteSubscription(ctx context.Context, t tenant.Tenant, id string) error {
+func (e *Cluster) DeleteSubscription(ctx context.Context, t tenant.Tenant, id string) error {
 	if err := e.writeDef(ctx, t, id, nil); err != nil {
 		return err
 	}
@@ -58,13 +58,13 @@ func (e *Engine) DeleteSubscription(ctx context.Context, t tenant.Tenant, id str
 	return nil
 }
 
-func (e *Engine) writeDef(ctx context.Context, t tenant.Tenant, id string, value []byte) error {
+func (e *Cluster) writeDef(ctx context.Context, t tenant.Tenant, id string, value []byte) error {
 	if err := e.ensure(ctx, t); err != nil {
 		return err
 	}
 	rec := &kgo.Record{Topic: e.cfg.Naming.Subscriptions(t.String()), Key: []byte(id), Value: value}
 	if err := e.admCl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("engine: write subscription %s: %w", id, err)
+		return fmt.Errorf("durable: write subscription %s: %w", id, err)
 	}
 	return nil
 }
@@ -73,7 +73,7 @@ func (e *Engine) writeDef(ctx context.Context, t tenant.Tenant, id string, value
 // subscriptions topic, by ID, as of its end offsets now: the node's
 // follower of the topic (one consumer per tenant, started on first use)
 // has read at least that far, so a create on any node is seen at once.
-func (e *Engine) Subscriptions(ctx context.Context, t tenant.Tenant) (map[string]SubscriptionDef, error) {
+func (e *Cluster) Subscriptions(ctx context.Context, t tenant.Tenant) (map[string]SubscriptionDef, error) {
 	f, err := e.defsFor(ctx, t)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (e *Engine) Subscriptions(ctx context.Context, t tenant.Tenant) (map[string
 	for _, ps := range ends {
 		for p, lo := range ps {
 			if err := f.prog.waitPast(ctx, p, lo.Offset); err != nil {
-				return nil, fmt.Errorf("engine: read %s: %w", f.topic, err)
+				return nil, fmt.Errorf("durable: read %s: %w", f.topic, err)
 			}
 		}
 	}
@@ -107,7 +107,7 @@ type defsFollower struct {
 	gone  map[string]bool // deleted: their groups are deleted by the janitor
 }
 
-func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, error) {
+func (e *Cluster) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, error) {
 	if err := e.ensure(ctx, t); err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, e
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("engine: subscriptions client: %w", err)
+		return nil, fmt.Errorf("durable: subscriptions client: %w", err)
 	}
 	if !e.startGoroutines(2) {
 		cl.Close()
@@ -136,7 +136,7 @@ func (e *Engine) defsFor(ctx context.Context, t tenant.Tenant) (*defsFollower, e
 
 // endDeleted ends the streams this node holds of deleted subscriptions
 // (with ErrDeleted), whichever node took the DELETE.
-func (e *Engine) endDeleted(t tenant.Tenant, ids []string) {
+func (e *Cluster) endDeleted(t tenant.Tenant, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
@@ -175,7 +175,7 @@ var JanitorInterval = time.Minute
 // maxGone bounds the deleted subscriptions waiting for the janitor.
 const maxGone = 1 << 14
 
-func (e *Engine) janitor(t tenant.Tenant, f *defsFollower) {
+func (e *Cluster) janitor(t tenant.Tenant, f *defsFollower) {
 	defer e.wg.Done()
 	tk := time.NewTicker(JanitorInterval)
 	defer tk.Stop()
@@ -200,7 +200,7 @@ func (e *Engine) janitor(t tenant.Tenant, f *defsFollower) {
 		ctx, cancel := context.WithTimeout(e.ctx, JanitorInterval/2)
 		for _, id := range expired {
 			if err := e.writeDef(ctx, t, id, nil); err != nil && ctx.Err() == nil {
-				e.cfg.Logger.Warn().Err(err).Str("subscription", id).Msg("engine: tombstone of an expired subscription")
+				e.cfg.Logger.Warn().Err(err).Str("subscription", id).Msg("durable: tombstone of an expired subscription")
 			}
 		}
 		if len(gone) > 0 {
@@ -223,7 +223,7 @@ func (e *Engine) janitor(t tenant.Tenant, f *defsFollower) {
 	}
 }
 
-func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
+func (e *Cluster) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 	defer e.wg.Done()
 	defer cl.Close()
 	for {
@@ -251,7 +251,7 @@ func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 			var def SubscriptionDef
 			if json.Unmarshal(r.Value, &def) != nil || def.ID != string(r.Key) {
 				e.metrics.journalSkipped("subscriptions")
-				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("engine: unreadable subscription definition skipped")
+				e.cfg.Logger.Warn().Str("topic", f.topic).Int64("offset", r.Offset).Msg("durable: unreadable subscription definition skipped")
 				continue
 			}
 			f.defs[def.ID] = def
@@ -265,6 +265,6 @@ func (e *Engine) followDefs(t tenant.Tenant, f *defsFollower, cl *kgo.Client) {
 // DeleteGroup deletes a durable stream's consumer group (its committed
 // offsets), best effort: a group that does not exist is fine, and an empty
 // group the broker could not delete expires by itself.
-func (e *Engine) DeleteGroup(ctx context.Context, group string) {
+func (e *Cluster) DeleteGroup(ctx context.Context, group string) {
 	_, _ = e.adm.DeleteGroups(ctx, group)
 }

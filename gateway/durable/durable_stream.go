@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"container/heap"
@@ -24,11 +24,11 @@ import (
 )
 
 // ErrExpired ends a durable stream whose subscription reached expires_at.
-var ErrExpired = errors.New("engine: subscription expired")
+var ErrExpired = errors.New("durable: subscription expired")
 
 // ErrDeleted ends a durable stream whose subscription was deleted (on any
 // node).
-var ErrDeleted = errors.New("engine: subscription deleted")
+var ErrDeleted = errors.New("durable: subscription deleted")
 
 // AckPolicy is the redelivery policy of an at_least_once subscription
 // (D reliability.md "Retry Policy"; zero fields take its defaults).
@@ -293,7 +293,7 @@ type partState struct {
 // dead-letters what runs out of attempts or is rejected, and commits the
 // committable offsets with the attempts of pending ones.
 type DurableStream struct {
-	e     *Engine
+	e     *Cluster
 	req   DurableRequest
 	topic string
 	tag   cursor.TopicTag
@@ -336,7 +336,7 @@ type DurableStream struct {
 // OpenDurable starts the stream of a durable subscription from its
 // committed offsets (the group must have committed a start: see
 // CommitStart). ctx bounds the setup only.
-func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableStream, error) {
+func (e *Cluster) OpenDurable(ctx context.Context, req DurableRequest) (*DurableStream, error) {
 	if req.Filter == nil || req.Group == "" || req.DeadLetter == nil || req.Tenant.IsZero() {
 		return nil, fmt.Errorf("%w: durable stream needs a tenant, a filter, a group and a dead-letter codec", ErrBadRequest)
 	}
@@ -355,10 +355,10 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 	}
 	q := req.Queue
 	if q <= 0 {
-		q = e.cfg.Queue
+		q = e.cfg.queue
 	}
-	if q > e.cfg.MaxQueue {
-		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.MaxQueue)
+	if q > e.cfg.maxQueue {
+		return nil, fmt.Errorf("%w: queue %d exceeds %d", ErrBadRequest, q, e.cfg.maxQueue)
 	}
 	st, err := e.State(ctx, req.Tenant)
 	if err != nil {
@@ -378,17 +378,17 @@ func (e *Engine) OpenDurable(ctx context.Context, req DurableRequest) (*DurableS
 }
 
 // abandon gives up a claim that did not become a stream.
-func (e *Engine) abandon(j *journal, w *watcher, sub string) {
+func (e *Cluster) abandon(j *journal, w *watcher, sub string) {
 	j.unregister(w)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = j.produce(ctx, sub, j.partition(sub), journalRecord{T: jRelease, Node: e.node, Epoch: w.epoch})
 }
 
-func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
+func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor.TopicState, topic string, j *journal, w *watcher, tk *takeover) (*DurableStream, error) {
 	q := req.Queue
 	if q <= 0 {
-		q = e.cfg.Queue
+		q = e.cfg.queue
 	}
 	cur, _, found, err := fetchDurable(ctx, e.adm, req.Group, topic)
 	if err != nil {
@@ -405,7 +405,7 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 		}
 		for _, g := range gaps {
 			e.cfg.Logger.Warn().Str("group", req.Group).Int32("partition", g.Partition).Int64("requested", g.Requested).
-				Int64("restart_at", g.RestartAt).Str("reason", g.Reason.String()).Msg("engine: durable subscription resumes with a gap")
+				Int64("restart_at", g.RestartAt).Str("reason", g.Reason.String()).Msg("durable: durable subscription resumes with a gap")
 		}
 	}
 	s := &DurableStream{
@@ -429,7 +429,7 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 		offs[int32(p)] = kgo.NewOffset().At(o)
 	}
 	if s.cl, err = kgo.NewClient(e.readerOpts(topic, offs)...); err != nil {
-		return nil, fmt.Errorf("engine: durable client: %w", err)
+		return nil, fmt.Errorf("durable: durable client: %w", err)
 	}
 	if !e.startGoroutines(1) {
 		s.cl.Close()
@@ -447,7 +447,7 @@ func (e *Engine) openClaimed(ctx context.Context, req DurableRequest, st cursor.
 // CommitStart commits start (one entry per partition) as group's position
 // for tenant's topic, unless the group has committed already: the position
 // a new durable subscription begins at.
-func (e *Engine) CommitStart(ctx context.Context, t tenant.Tenant, group string, st cursor.TopicState, start []cursor.PartitionOffset) error {
+func (e *Cluster) CommitStart(ctx context.Context, t tenant.Tenant, group string, st cursor.TopicState, start []cursor.PartitionOffset) error {
 	topic := e.cfg.Naming.Events(t.String())
 	_, _, found, err := fetchDurable(ctx, e.adm, group, topic)
 	if err != nil || found {
@@ -646,12 +646,12 @@ func (s *DurableStream) run(ctx context.Context) {
 		// a lost lease may already be someone else's: no commit (the
 		// release below is still true: this epoch delivers nothing more)
 		if cerr := s.commitAs(cctx, 0); cerr != nil {
-			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("engine: final commit")
+			s.e.cfg.Logger.Warn().Err(cerr).Str("group", s.req.Group).Msg("durable: final commit")
 		}
 	}
 	sub := s.req.SubscriptionID
 	if _, rerr := s.j.produce(cctx, sub, s.j.partition(sub), journalRecord{T: jRelease, Node: s.e.node, Epoch: s.epoch}); rerr != nil {
-		s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("engine: release")
+		s.e.cfg.Logger.Warn().Err(rerr).Str("group", s.req.Group).Msg("durable: release")
 	}
 	cancel()
 	s.cl.Close()
@@ -689,7 +689,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		}
 		if now.Sub(lastCommit) >= s.req.CommitInterval {
 			if err := s.commit(ctx); err != nil && ctx.Err() == nil {
-				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: commit")
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("durable: commit")
 			}
 			s.commitRounds.Add(1)
 			lastCommit = now
@@ -705,7 +705,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		}
 		fs.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("engine: durable fetch")
+				s.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("durable: durable fetch")
 			}
 		})
 		out = s.read(fs, s.req.clock(), out[:0])
@@ -838,7 +838,7 @@ func (s *DurableStream) read(fs kgo.Fetches, now time.Time, out []DurableDeliver
 		}
 		if attempts > 1 {
 			s.stats.Redeliveries++
-			s.e.metrics.redelivery(s.req.Tenant)
+			s.e.redelivery(s.req.Tenant)
 		}
 		out = s.sendLocked(pe, now, out)
 	}
@@ -905,7 +905,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			}
 			q.attempts++
 			s.stats.Redeliveries++
-			s.e.metrics.redelivery(s.req.Tenant)
+			s.e.redelivery(s.req.Tenant)
 			out = s.sendLocked(q, now, out)
 		}
 	}
@@ -915,7 +915,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		s.mu.Lock()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("engine: dead-letter write; retrying")
+				s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("durable: dead-letter write; retrying")
 			}
 			pe.due = now.Add(time.Second)
 			heap.Push(&s.due, pe)
@@ -924,7 +924,7 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		}
 		s.settleLocked(pe)
 		s.stats.DeadLettered++
-		s.e.metrics.deadLetter(s.req.Tenant)
+		s.e.deadLetter(s.req.Tenant)
 		s.mu.Unlock()
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.handed, Notice: notice, DeadLetter: p})
 	}
@@ -1103,7 +1103,7 @@ func (s *DurableStream) send(ctx context.Context, out []DurableDelivery) error {
 			return err
 		}
 		if d.Kind == DurableEvent {
-			s.e.metrics.delivered.Inc()
+			s.e.eng.CountDelivered()
 		}
 	}
 	return nil

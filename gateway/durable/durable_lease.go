@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // ErrTakenOver ends a durable stream (or refuses its opening) because a
 // newer stream of the same subscription claimed it, on any node: the
 // newest claim wins.
-var ErrTakenOver = errors.New("engine: a newer stream of the subscription took it over")
+var ErrTakenOver = errors.New("durable: a newer stream of the subscription took it over")
 
 // ErrLeaseLost ends a durable stream whose lease renewals failed for
 // LeaseHold: another node may take it over, so it stops delivering.
-var ErrLeaseLost = errors.New("engine: the stream's lease could not be renewed")
+var ErrLeaseLost = errors.New("durable: the stream's lease could not be renewed")
 
 // DurableWait tells the binding of a stream being opened that it waits for
 // the previous holder of the subscription (DurableRequest.OnWait): Epoch
@@ -51,7 +51,7 @@ type takeover struct {
 // journal from the last checkpoint into the takeover state, checkpoints it
 // with h = the new epoch, and checks that no newer claim appeared
 // meanwhile. A claim that fails is released.
-func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*journal, *watcher, *takeover, error) {
+func (e *Cluster) claim(ctx context.Context, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*journal, *watcher, *takeover, error) {
 	var j *journal
 	var w *watcher
 	var err error
@@ -78,7 +78,7 @@ func (e *Engine) claim(ctx context.Context, req DurableRequest, topic string, ta
 	return j, w, tk, nil
 }
 
-func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*takeover, error) {
+func (e *Cluster) claimWith(ctx context.Context, j *journal, w *watcher, req DurableRequest, topic string, tag cursor.TopicTag, parts int32) (*takeover, error) {
 	sub, p := req.SubscriptionID, j.partition(req.SubscriptionID)
 	start := time.Now()
 	off, err := j.produce(ctx, sub, p, journalRecord{T: jClaim, Node: e.node})
@@ -133,7 +133,7 @@ func (e *Engine) claimWith(ctx context.Context, j *journal, w *watcher, req Dura
 		newest := w.maxClaim
 		j.mu.Unlock()
 		if err := e.checkpoint(ctx, j, req, topic, tag, parts, epoch, tk, newest); err != nil {
-			e.cfg.Logger.Warn().Err(err).Str("group", req.Group).Msg("engine: hand-over commit")
+			e.cfg.Logger.Warn().Err(err).Str("group", req.Group).Msg("durable: hand-over commit")
 		}
 		return nil, ErrTakenOver
 	}
@@ -168,7 +168,7 @@ func (j *journal) awaitRelease(ctx context.Context, w *watcher, h, claimOff int6
 	// every record before our claim is read: the holder's signs of life
 	// among them are known
 	if err := j.prog.waitPast(ctx, p, claimOff+1); err != nil {
-		return fmt.Errorf("engine: read %s up to the claim: %w", j.topic, err)
+		return fmt.Errorf("durable: read %s up to the claim: %w", j.topic, err)
 	}
 	var told time.Time
 	for {
@@ -344,7 +344,7 @@ func (j *journal) signOfLifeLocked(sub string, h int64) (time.Time, bool) {
 // group commit names (or the whole partition when none) to its current
 // end into the takeover state; without a checkpoint the commit metadata is
 // the starting state.
-func (e *Engine) replay(ctx context.Context, j *journal, p int32, sub string, pcs map[int32]partCommit) (*takeover, error) {
+func (e *Cluster) replay(ctx context.Context, j *journal, p int32, sub string, pcs map[int32]partCommit) (*takeover, error) {
 	tk := &takeover{parts: map[int32]*journalPart{}, acked: map[string]bool{}, rejected: map[string]*Rejection{}}
 	from := int64(-1)
 	for pp, pc := range pcs {
@@ -389,20 +389,20 @@ func (j *journal) readRange(ctx context.Context, p int32, from, end int64, fn fu
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{j.topic: {p: start}}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
-		return fmt.Errorf("engine: journal replay client: %w", err)
+		return fmt.Errorf("durable: journal replay client: %w", err)
 	}
 	defer cl.Close()
 	for {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("engine: replay %s: %w", j.topic, err)
+			return fmt.Errorf("durable: replay %s: %w", j.topic, err)
 		}
 		var ferr error
 		fs.EachError(func(topic string, fp int32, err error) {
 			j.e.metrics.journalFetchError("replay")
-			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", fp).Msg("engine: journal replay fetch")
+			j.e.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", fp).Msg("durable: journal replay fetch")
 			if ferr == nil {
-				ferr = fmt.Errorf("engine: replay %s partition %d: %w", topic, fp, err)
+				ferr = fmt.Errorf("durable: replay %s partition %d: %w", topic, fp, err)
 			}
 		})
 		if ferr != nil {
@@ -414,7 +414,7 @@ func (j *journal) readRange(ctx context.Context, p int32, from, end int64, fn fu
 			if from >= 0 && r.Offset > from {
 				j.e.metrics.journalSkipped("journal_retention")
 				j.e.cfg.Logger.Warn().Str("topic", j.topic).Int32("partition", p).Int64("from", from).Int64("first", r.Offset).
-					Msg("engine: journal records gone (retention): the commit metadata stands in for them")
+					Msg("durable: journal records gone (retention): the commit metadata stands in for them")
 			}
 			from = -1 // checked on the first record only
 			last = r.Offset
@@ -479,7 +479,7 @@ func (tk *takeover) foldAcks(rec journalRecord) {
 
 // checkpoint writes the takeover state as a checkpoint of epoch and
 // commits it to the group with holder h.
-func (e *Engine) checkpoint(ctx context.Context, j *journal, req DurableRequest, topic string, tag cursor.TopicTag, parts int32, epoch int64, tk *takeover, h int64) error {
+func (e *Cluster) checkpoint(ctx context.Context, j *journal, req DurableRequest, topic string, tag cursor.TopicTag, parts int32, epoch int64, tk *takeover, h int64) error {
 	rec := journalRecord{T: jCkpt, Node: e.node, Epoch: epoch}
 	for _, jp := range tk.parts {
 		rec.Parts = append(rec.Parts, *jp)

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -149,7 +149,7 @@ func commitDurable(ctx context.Context, adm *kadm.Client, group, topic string, t
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("engine: commit %s: %w", group, err)
+		return fmt.Errorf("durable: commit %s: %w", group, err)
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func fetchDurable(ctx context.Context, adm *kadm.Client, group, topic string) (c
 		return cur, nil, false, nil
 	}
 	if err != nil {
-		return cur, nil, false, fmt.Errorf("engine: fetch offsets of %s: %w", group, err)
+		return cur, nil, false, fmt.Errorf("durable: fetch offsets of %s: %w", group, err)
 	}
 	pcs = map[int32]partCommit{}
 	for _, o := range resps[topic] {
@@ -194,7 +194,7 @@ func fetchDurable(ctx context.Context, adm *kadm.Client, group, topic string) (c
 
 // Committed is the offset a durable subscription's group has committed on
 // each partition of t's topic (partitions never committed are absent).
-func (e *Engine) Committed(ctx context.Context, t tenant.Tenant, group string) (map[int32]int64, error) {
+func (e *Cluster) Committed(ctx context.Context, t tenant.Tenant, group string) (map[int32]int64, error) {
 	_, pcs, _, err := fetchDurable(ctx, e.adm, group, e.cfg.Naming.Events(t.String()))
 	if err != nil {
 		return nil, err

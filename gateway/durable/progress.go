@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (r *readProgress) waitPast(ctx context.Context, p int32, end int64) error {
 
 // endOffsets lists topic's end offsets. A topic created a moment ago may
 // not be known to every broker yet: that is retried for a while.
-func (e *Engine) endOffsets(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
+func (e *Cluster) endOffsets(ctx context.Context, topic string) (kadm.ListedOffsets, error) {
 	for attempt := 0; ; attempt++ {
 		ends, err := e.adm.ListEndOffsets(ctx, topic)
 		if err == nil {
@@ -72,11 +72,11 @@ func (e *Engine) endOffsets(ctx context.Context, topic string) (kadm.ListedOffse
 		}
 		fresh := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.NotLeaderForPartition)
 		if !fresh || attempt >= 50 {
-			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, err)
+			return nil, fmt.Errorf("durable: end offsets of %s: %w", topic, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("engine: end offsets of %s: %w", topic, ctx.Err())
+			return nil, fmt.Errorf("durable: end offsets of %s: %w", topic, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

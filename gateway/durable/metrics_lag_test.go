@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -57,7 +58,7 @@ func TestLagRedeliveryAndDeadLetterMetricsMove(t *testing.T) {
 	// of the same one would fence the first.
 	openDurableReq(t, e, DurableRequest{Group: quiet, SubscriptionID: "sub_quiet", Policy: AckPolicy{AckTimeout: time.Hour}})
 	s := openDurableReq(t, e, DurableRequest{Group: busy, SubscriptionID: "sub_busy", Policy: AckPolicy{AckTimeout: 300 * time.Millisecond, MaxAttempts: 10, Backoff: time.Millisecond}})
-	live, err := e.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
+	live, err := e.eng.(*engine.Engine).Subscribe(context.Background(), engine.Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,12 @@ func TestLagRedeliveryAndDeadLetterMetricsMove(t *testing.T) {
 	k.produce(0, "task.b", "s", 2)
 	k.produce(1, "task.c", "u", 3)
 	for range 3 {
-		recv(t, live)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, ok := live.Deliveries().Recv(ctx)
+		cancel()
+		if !ok {
+			t.Fatalf("live subscription ended: %v", live.Err())
+		}
 	}
 	poll("the tail dispatched everything", "aep_delivery_tail_lag_records", ten, 0)
 	// Nothing acknowledged: 3 records after each group's commit, 6 for the
@@ -112,16 +118,5 @@ func TestLagRedeliveryAndDeadLetterMetricsMove(t *testing.T) {
 	poll("top-1", "aep_delivery_subscription_lag_records", map[string]string{"subscription": quiet}, 3)
 	if _, ok := series(t, reg, "aep_delivery_subscription_lag_records", map[string]string{"subscription": busy}); ok {
 		t.Fatal("the less lagging subscription has a series over a cap of 1")
-	}
-}
-
-// The tenant label is capped: past the cap every new tenant counts as
-// OtherTenant, and a tenant keeps the label it got first.
-func TestTenantLabelsAreCapped(t *testing.T) {
-	l := newTenantLabels(2)
-	for _, c := range []struct{ in, want string }{{"a", "a"}, {"b", "b"}, {"c", OtherTenant}, {"a", "a"}, {"d", OtherTenant}, {"b", "b"}} {
-		if got := l.label(c.in); got != c.want {
-			t.Fatalf("label(%q) = %q, want %q", c.in, got, c.want)
-		}
 	}
 }

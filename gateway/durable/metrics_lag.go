@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-gateway/aep-gateway/gateway/engine"
 )
 
 // lagTimeout bounds the Kafka requests of one scrape of the lag gauges.
@@ -30,7 +32,7 @@ const lagTimeout = 2 * time.Second
 // streams on one node at a time, so summing a tenant's series over nodes
 // counts each once.
 type lagCollector struct {
-	e                       *Engine
+	e                       *Cluster
 	top                     int
 	tailDesc, durDesc, subs *prometheus.Desc
 
@@ -38,7 +40,7 @@ type lagCollector struct {
 	durables map[*DurableStream]struct{} // open streams; guarded by mu
 }
 
-func newLagCollector(e *Engine, top int) *lagCollector {
+func newLagCollector(e *Cluster, top int) *lagCollector {
 	return &lagCollector{
 		e: e, top: top, durables: map[*DurableStream]struct{}{},
 		tailDesc: prometheus.NewDesc("aep_delivery_tail_lag_records",
@@ -69,26 +71,14 @@ func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.subs
 }
 
-type tailPos struct {
-	tenant, topic string
-	pos           []int64
-}
-
 type durablePos struct {
 	tenant, topic, group string
 }
 
-// snapshot copies the positions of the tails and the open durable streams.
-// Lock order: Engine.mu, then tail.mu (as Engine.Close).
-func (c *lagCollector) snapshot() ([]tailPos, []durablePos) {
-	var tails []tailPos
-	c.e.mu.Lock()
-	for topic, t := range c.e.tails {
-		t.mu.Lock()
-		tails = append(tails, tailPos{tenant: t.tenant, topic: topic, pos: append([]int64(nil), t.pos...)})
-		t.mu.Unlock()
-	}
-	c.e.mu.Unlock()
+// snapshot copies the positions of the tails (from the engine) and the
+// open durable streams.
+func (c *lagCollector) snapshot() ([]engine.TailPosition, []durablePos) {
+	tails := c.e.eng.TailPositions()
 	c.mu.Lock()
 	durs := make([]durablePos, 0, len(c.durables))
 	for s := range c.durables {
@@ -110,7 +100,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	topics := map[string]bool{}
 	for _, t := range tails {
-		topics[t.topic] = true
+		topics[t.Topic] = true
 	}
 	groups := make([]string, 0, len(durs))
 	for _, d := range durs {
@@ -123,7 +113,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ends, err := c.e.adm.ListEndOffsets(ctx, names...)
 	if err != nil {
-		c.e.cfg.Logger.Debug().Err(err).Msg("engine: lag metrics: end offsets")
+		c.e.cfg.Logger.Debug().Err(err).Msg("durable: lag metrics: end offsets")
 		return
 	}
 	end := func(topic string, p int32) (int64, bool) {
@@ -133,10 +123,10 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 
 	tailLag := map[string]float64{}
 	for _, t := range tails {
-		l := c.e.metrics.tenants.label(t.tenant)
+		l := c.e.eng.TenantLabel(t.Tenant)
 		tailLag[l] += 0
-		for p, pos := range t.pos {
-			if e, ok := end(t.topic, int32(p)); ok && e > pos {
+		for p, pos := range t.Pos {
+			if e, ok := end(t.Topic, int32(p)); ok && e > pos {
 				tailLag[l] += float64(e - pos)
 			}
 		}
@@ -165,7 +155,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 				lag += float64(e - o.At)
 			}
 		}
-		l := c.e.metrics.tenants.label(d.tenant)
+		l := c.e.eng.TenantLabel(d.tenant)
 		durLag[l] += lag
 		subs = append(subs, subLag{tenant: l, group: d.group, lag: lag})
 	}

@@ -1,36 +1,27 @@
-package engine
+package durable
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // deadLetterEnv is a kfake cluster holding n dead-letter records of tenant
 // acme spread over 3 partitions (record i at time base+i seconds, in
-// partition i%3), and an engine on it.
-func deadLetterEnv(tb testing.TB, n int) *Engine {
+// partition i%3), and a node (engine and Cluster) on it.
+func deadLetterEnv(tb testing.TB, n int) *Cluster {
 	tb.Helper()
 	naming := partitioning.Naming{}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, naming.Events(testTenant), naming.DeadLetter(testTenant)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer prod.Close()
+	k := gatewaytest.NewKafka(tb, testTenant, 3, kfake.SeedTopics(3, naming.DeadLetter(testTenant)))
+	c, prod := k.Cluster, k.Prod
 	base := time.Date(2026, 7, 9, 10, 0, 0, 0, time.UTC)
 	var recs []*kgo.Record
 	for i := range n {
@@ -40,13 +31,7 @@ func deadLetterEnv(tb testing.TB, n int) *Engine {
 	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		tb.Fatal(err)
 	}
-	e, err := NewEngine(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.FetchMaxWait(200 * time.Millisecond)},
-		Logger: zerolog.New(io.Discard)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(e.Close)
-	return e
+	return newNode(tb, []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.FetchMaxWait(200 * time.Millisecond)}, nil)
 }
 
 // The newest n over all partitions, newest first; every record when fewer;

@@ -1,4 +1,4 @@
-package engine
+package durable
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestDurableUnhandedDeliveriesNeverDeadLetter(t *testing.T) {
 	for i := range 5 {
 		k.produce(0, "task.x", "s", i)
 	}
-	nodes := []*Engine{eA, eB}
+	nodes := []*Cluster{eA, eB}
 	for round := range 6 {
 		s := openDurable(t, nodes[round%2], group, pol, 0)
 		switch round % 3 {
@@ -78,7 +78,7 @@ func TestDurableDeadLetterAfterHandedAttempts(t *testing.T) {
 	req := DurableRequest{Group: group, clock: clk.now, Policy: AckPolicy{AckTimeout: time.Hour, MaxAttempts: 3, Backoff: time.Millisecond}}
 	k.produce(0, "task.x", "s", 1)
 	k.produce(0, "task.x", "t", 2)
-	open := func(e *Engine) *DurableStream { return openDurableReq(t, e, req) }
+	open := func(e *Cluster) *DurableStream { return openDurableReq(t, e, req) }
 
 	sA := open(eA)
 	if d := recvD(t, sA); d.Attempt != 1 || d.Event.Attrs.ID != "evt_s_1" {
@@ -124,7 +124,7 @@ func TestDurableAckingConsumerNeverDeadLetters(t *testing.T) {
 		k.produce(int32(i%2), "task.x", fmt.Sprintf("s%d", i%6), i)
 	}
 	rng := rand.New(rand.NewPCG(23, 1))
-	nodes := []*Engine{eA, eB}
+	nodes := []*Cluster{eA, eB}
 	acked := map[string]bool{}
 	var s *DurableStream
 	for round := 0; len(acked) < total; round++ {
@@ -263,7 +263,7 @@ func TestDurableIdleStreamWritesNoCheckpoints(t *testing.T) {
 }
 
 // checkpoints reads the journal's checkpoints of sub, oldest first.
-func checkpoints(t *testing.T, k *kafkaEnv, e *Engine, sub string) []journalRecord {
+func checkpoints(t *testing.T, k *kafkaEnv, e *Cluster, sub string) []journalRecord {
 	t.Helper()
 	topic := e.JournalTopic(testTenantT)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
