@@ -245,7 +245,9 @@ func TestStreamJSAgainstGateway(t *testing.T) {
 		{"d", "types=task.*&session_id=sess_keep", func(i int, keep bool) (string, string) {
 			id, s, typ := fmt.Sprintf("evt_node_%d", i), "sess_keep", "task.progress"
 			if !keep {
-				s = "sess_other"
+				// another event, so another id: one source's ids are unique, and
+				// the gateway writes an event it already has once
+				s, id = "sess_other", fmt.Sprintf("evt_other_%d", i)
 			}
 			if i == 1 {
 				typ = "task.completed" // another type: the wildcard still gets it
