@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"mime"
@@ -205,13 +207,13 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		if errs[j] != nil {
 			o.writeErr = errs[j]
 			if o.claimed && !errors.Is(errs[j], ErrUnacknowledged) {
-				in.window.Forget(windowKey(tenant, &o.attrs)) // certainly not written
+				in.window.Forget(windowKey(tenant, o)) // certainly not written
 			}
 			continue
 		}
 		o.partition, o.offset = r.Partition, r.Offset
 		if o.claimed {
-			in.window.Accept(windowKey(tenant, &o.attrs), dedup.Position{Partition: r.Partition, Offset: r.Offset})
+			in.window.Accept(windowKey(tenant, o), dedup.Position{Partition: r.Partition, Offset: r.Offset})
 		}
 		if in.auditor != nil && in.auditor.Reused(r.Topic, r.Partition, r.Offset) {
 			o.reused = true
@@ -232,7 +234,7 @@ func (in *ingestor) produceRecs(ctx context.Context, tenant string, recs []*kgo.
 		errs := in.writer.Write(wctx, recs)
 		for j, err := range errs {
 			if o := &outs[idx[j]]; err != nil && o.claimed && errors.Is(err, ErrUnacknowledged) {
-				in.window.Forget(windowKey(tenant, &o.attrs))
+				in.window.Forget(windowKey(tenant, o))
 			}
 		}
 		return errs
@@ -244,7 +246,7 @@ func (in *ingestor) produceRecs(ctx context.Context, tenant string, recs []*kgo.
 	claimed := make([]bool, len(recs))
 	for j := range recs {
 		if o := &outs[idx[j]]; o.claimed {
-			keys[j], claimed[j] = windowKey(tenant, &o.attrs), true
+			keys[j], claimed[j] = windowKey(tenant, o), true
 		}
 	}
 	late := func(r *kgo.Record, err error) {
@@ -285,7 +287,7 @@ func (in *ingestor) claim(ctx context.Context, tenant string, outs []outcome) {
 		if o.parseErr != nil || o.writeErr != nil {
 			continue
 		}
-		in.reserve(ctx, windowKey(tenant, &o.attrs), o, outs[:i])
+		in.reserve(ctx, windowKey(tenant, o), o, outs[:i])
 	}
 }
 
@@ -306,7 +308,7 @@ func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome, before
 		// Pending: perhaps by this very request (the same event twice in
 		// it); looked for only then.
 		for j := range before {
-			if p := &before[j]; p.claimed && p.attrs.ID == o.attrs.ID && p.attrs.Source == o.attrs.Source {
+			if p := &before[j]; p.claimed && p.attrs.ID == o.attrs.ID && p.attrs.Source == o.attrs.Source && bytes.Equal(p.raw, o.raw) {
 				o.sameAs = j + 1 // written once, with the first copy
 				return false
 			}
@@ -344,8 +346,14 @@ func (in *ingestor) countDuplicates(d aep.Dialect, outs []outcome) {
 	}
 }
 
-func windowKey(tenant string, a *aep.Attrs) dedup.Key {
-	return dedup.Key{Tenant: tenant, Source: a.Source, ID: a.ID}
+// bodySeed hashes events' bytes for the idempotency window (this
+// process's window only: no need to agree with other nodes).
+var bodySeed = maphash.MakeSeed()
+
+// windowKey is o's key in the idempotency window: its identity and a hash
+// of its bytes as received.
+func windowKey(tenant string, o *outcome) dedup.Key {
+	return dedup.Key{Tenant: tenant, Source: o.attrs.Source, ID: o.attrs.ID, Body: maphash.Bytes(bodySeed, o.raw)}
 }
 
 func failValid(outs []outcome, err error) {

@@ -160,3 +160,28 @@ func TestIngestSameEventTwiceInOneRequest(t *testing.T) {
 		t.Fatalf("a retry in a later request: %d %s, %d records", again.status, again.body, g.records(topic))
 	}
 }
+
+// Another event under a reused identity (same source and id, other bytes)
+// is no retry: it is written, in one request and in a later one, while a
+// byte-identical copy is not (two fixtures of D's conformance set reuse
+// evt_sub_001 of agent:researcher for different events).
+func TestIngestReusedIDOtherEventIsWritten(t *testing.T) {
+	g := newTestGateway(t, nil)
+	a := dEvent(9, "s")
+	b := strings.Replace(a, `"session_id":"s"`, `"session_id":"s2"`, 1)
+	if a == b {
+		t.Fatalf("the second event is the same: %s", a)
+	}
+	resp := g.post("/aep/events", "application/x-ndjson", nil, []byte(a+"\n"+b+"\n"))
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.status, resp.body)
+	}
+	topic := resp.json(t)["topic"].(string)
+	if n := g.records(topic); n != 2 {
+		t.Fatalf("%d records, want 2: the other event under the reused id was dropped", n)
+	}
+	c := strings.Replace(a, `"session_id":"s"`, `"session_id":"s3"`, 1)
+	if r := g.post("/aep/events", "application/x-ndjson", nil, []byte(a+"\n"+c+"\n")); r.status != http.StatusAccepted || g.records(topic) != 3 {
+		t.Fatalf("a later request with a copy and another reuse: %d %s, %d records, want 3", r.status, r.body, g.records(topic))
+	}
+}

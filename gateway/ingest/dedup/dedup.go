@@ -11,6 +11,7 @@
 package dedup
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -29,8 +30,15 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Key is an event's identity within a tenant.
-type Key struct{ Tenant, Source, ID string }
+// Key is an event's identity within a tenant, with a hash of its bytes
+// as received (Body): a client's retry sends the same bytes, so only an
+// event with the same identity and the same bytes is a duplicate; another
+// event under a reused id is written like any other (the gateway never
+// drops an event it has not stored).
+type Key struct {
+	Tenant, Source, ID string
+	Body               uint64
+}
 
 // hkey is a Key's 128-bit hash (two seeded maphashes): the window keeps
 // no strings, so the garbage collector has nothing to scan in it and an
@@ -50,6 +58,10 @@ func (w *Window) sum(seed maphash.Seed, k Key) uint64 {
 	h.WriteString(k.Source)
 	h.WriteByte(0)
 	h.WriteString(k.ID)
+	h.WriteByte(0)
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], k.Body)
+	h.Write(b[:])
 	return h.Sum64()
 }
 
