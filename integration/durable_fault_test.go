@@ -24,6 +24,10 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
+// EnvFaultReport names a file that gets one line per fault case (takeover
+// times, acks, dead letters, redeliveries): CI sets it and prints the file.
+const EnvFaultReport = "AEP_IT_FAULT_REPORT"
+
 // The fault suite of issue 23 (docs/durable-cluster.md, "Fault suite"): three gateway processes on one
 // broker, a durable at_least_once subscription (max_attempts 3, ack_timeout_ms 30000), events over 50
 // sessions published through node 3, a consumer that streams the subscription from node 1 over SSE and
@@ -944,10 +948,12 @@ func (r *faultRun) check(view subView) {
 	if len(r.takeovers) > 0 {
 		med, maxT = r.takeovers[len(r.takeovers)/2], r.takeovers[len(r.takeovers)-1]
 	}
-	r.t.Logf("case %s: takeover median %v max %v over %d; %d/%d acked, %d dead letters, %d dead_lettered notices; %d connections, epochs %v; %d first deliveries, %d marked repeats received; gateway redeliveries %.0f (metrics, all nodes) / %d (view of node %d, streaming %v), difference %d (%s); unmarked %d, disorder %d, late %d",
+	line := fmt.Sprintf("case %s: takeover median %v max %v over %d; %d/%d acked, %d dead letters, %d dead_lettered notices; %d connections, epochs %v; %d first deliveries, %d marked repeats received; gateway redeliveries %.0f (metrics, all nodes) / %d (view of node %d, streaming %v), difference %d (%s); unmarked %d, disorder %d, late %d",
 		r.c.name, med.Round(time.Millisecond), maxT.Round(time.Millisecond), len(r.takeovers), acked, r.n, len(dl), r.dlNotices,
 		len(r.conns), epochs, r.firsts, r.repeats, r.gwRedeliv, view.Redeliveries, view.node, view.Streaming, diff, bound,
 		len(r.unmarked), len(r.disorder), len(r.late))
+	r.t.Log(line)
+	appendReport(r.t, EnvFaultReport, "TestDurableFaults: "+line)
 	for _, c := range r.conns[:min(len(r.conns), 12)] {
 		r.t.Logf("case %s:   connection %d: node %d epoch %s, %d events (%d read after its node froze), %s", r.c.name, c.k, r.fc.index(c.node), c.epoch, c.events, c.afterFreeze, c.why)
 	}
@@ -981,8 +987,10 @@ func (r *faultRun) checkDeadLetters(dl map[string]int) {
 			len(want), len(dl), len(missing), head(missing), len(extra), head(extra), len(early), faultAttempts, head(early),
 			len(unseen), faultAttempts, head(unseen))
 	}
-	r.t.Logf("case %s: %d dead letters of the never-acked session %s (%d events), each with %d attempts: %v",
+	line := fmt.Sprintf("case %s: %d dead letters of the never-acked session %s (%d events), each with %d attempts: %v",
 		r.c.name, len(dl), faultSession(r.c, r.c.neverAck), len(want), faultAttempts, len(missing)+len(extra)+len(early) == 0)
+	r.t.Log(line)
+	appendReport(r.t, EnvFaultReport, "TestDurableFaultDeadLetters: "+line)
 }
 
 func head(s []string) []string {

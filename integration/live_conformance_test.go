@@ -139,18 +139,26 @@ func reportLive(t *testing.T, line string) {
 	t.Helper()
 	line = "TestLiveConformance: " + line
 	t.Log(line)
-	path := os.Getenv(EnvLiveReport)
+	appendReport(t, EnvLiveReport, line)
+}
+
+// appendReport appends line to the file the environment variable env
+// names, if set: go test shows a passing test's log only with -v, so CI
+// prints these files after the tests.
+func appendReport(t testing.TB, env, line string) {
+	t.Helper()
+	path := os.Getenv(env)
 	if path == "" {
 		return
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		t.Errorf("%s: %v", EnvLiveReport, err)
+		t.Errorf("%s: %v", env, err)
 		return
 	}
 	defer f.Close()
 	if _, err := fmt.Fprintln(f, line); err != nil {
-		t.Errorf("%s: %v", EnvLiveReport, err)
+		t.Errorf("%s: %v", env, err)
 	}
 }
 
