@@ -467,7 +467,7 @@ func TestKafkaClientMetricsShareOneRole(t *testing.T) {
 		}
 		cl.Produce(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}, nil)
 	}
-	const name = "aep_kafka_buffered_produce_records_total"
+	const name = "aep_kafka_buffered_produce_records"
 	if got := gaugeValue(t, reg, name, "consumer"); got != 5 {
 		t.Fatalf("%s = %v with 3 + 2 buffered, want 5", name, got)
 	}
