@@ -178,8 +178,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("POST /events")).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("POST /aep/events")).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("/events")).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("/aep/events")).Post("/aep/events", s.handleIngestD)
 	return r
 }
 

@@ -12,8 +12,8 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
-// traceIngest gives an ingest request its server span (docs/operations.md,
-// Tracing), named after its route. With tracing off it is the handler
+// traceIngest gives an ingest request on route (the path template) its
+// server span (docs/operations.md, Tracing), named "METHOD route". With tracing off it is the handler
 // itself.
 func traceIngest(route string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -24,6 +24,9 @@ func traceIngest(route string) func(http.Handler) http.Handler {
 			}
 			ctx, span := tracing.StartRequest(r, route)
 			span.SetAttributes(tracing.AttrTenant.String(TenantFrom(ctx)))
+			if sc := span.SpanContext(); sc.HasTraceID() {
+				noteTrace(ctx, sc.TraceID().String())
+			}
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(ctx))
 			status := ww.Status()

@@ -124,6 +124,13 @@ func TestVersionFlagAndBuildInfo(t *testing.T) {
 // Extra flags are appended to the defaults.
 func startGateway(t *testing.T, extra ...string) string {
 	t.Helper()
+	base, _ := startGatewayLog(t, extra...)
+	return base
+}
+
+// startGatewayLog is startGateway that also returns the gateway's log.
+func startGatewayLog(t *testing.T, extra ...string) (string, *lockedLog) {
+	t.Helper()
 	cfg, err := parseConfig(append([]string{
 		"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0",
 		"--topic-partitions", "2", "--log-level", "info",
@@ -150,7 +157,7 @@ func startGateway(t *testing.T, extra ...string) string {
 	for time.Now().Before(deadline) {
 		for _, l := range sink.lines() {
 			if l["message"] == "aep-gateway serving" {
-				return l["listen"].(string)
+				return l["listen"].(string), sink
 			}
 		}
 		select {
@@ -160,7 +167,7 @@ func startGateway(t *testing.T, extra ...string) string {
 		}
 	}
 	t.Fatalf("gateway did not start:\n%s", sink.buf.String())
-	return ""
+	return "", nil
 }
 
 func do(t *testing.T, method, url, contentType, body string, hdr ...string) *http.Response {

@@ -32,18 +32,19 @@ const (
 // noop is the span every helper hands out while tracing is off.
 var noop = trace.SpanFromContext(context.Background())
 
-// StartRequest starts the server span of an HTTP ingest request, named
-// name (the route), the child of the request's own traceparent header when
+// StartRequest starts the server span of an HTTP ingest request on route
+// (the path template, "/events"), named "METHOD route" with http.route the
+// template alone as OpenTelemetry's HTTP conventions say, the child of the request's own traceparent header when
 // it has a valid one. The span ends with End; record the status with
 // EndHTTP.
-func StartRequest(r *http.Request, name string) (context.Context, trace.Span) {
+func StartRequest(r *http.Request, route string) (context.Context, trace.Span) {
 	st := cur.Load()
 	if st == nil {
 		return r.Context(), noop
 	}
 	ctx := st.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return st.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", name)))
+	return st.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
 }
 
 // EndHTTP records an HTTP response status on span and ends it: 5xx is an

@@ -24,7 +24,7 @@ func TestOffCostsNoAllocation(t *testing.T) {
 		EndError(s, errors.ErrUnsupported)
 		_, s = StartMessage(ctx, "R", "acme", 1)
 		s.End()
-		_, s = StartRequest(req, "POST /events")
+		_, s = StartRequest(req, "/events")
 		EndHTTP(s, 200)
 		d.Start(rec, "sse", "acme", 1, 0)
 		d.End(true)
