@@ -102,6 +102,14 @@ func loadAuth(cfg config) (*gateway.KeyStore, *gateway.JWTVerifier, error) {
 	return keys, jwt, nil
 }
 
+// logTimeFormat is RFC 3339 with milliseconds, in UTC.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func init() {
+	zerolog.TimeFieldFormat = logTimeFormat
+	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
+}
+
 func newLogger(cfg config, w io.Writer) zerolog.Logger {
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}

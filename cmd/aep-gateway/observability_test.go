@@ -78,12 +78,31 @@ func TestKafkaClientErrorsAreLoggedWithTheirText(t *testing.T) {
 		if lvl := l["level"]; lvl != "warn" && lvl != "error" {
 			t.Errorf("kafka client logged at %v, want warn and above only: %v", lvl, l)
 		}
-		if e, ok := l["err"].(string); ok && strings.Contains(e, "connection refused") {
+		if _, ok := l["err"]; ok {
+			t.Errorf("kafka client line with key err, want error like every other line: %v", l)
+		}
+		if e, ok := l["error"].(string); ok && strings.Contains(e, "connection refused") {
 			found = true
 		}
 	}
 	if !found {
 		t.Fatalf("no kafka-client line with the dial error's text:\n%s", sink.buf.String())
+	}
+}
+
+// Log timestamps carry milliseconds: lines of one second stay in order
+// across pods and can be matched to traces.
+func TestLogTimestampsHaveMilliseconds(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(config{LogLevel: "info"}, &buf)
+	log.Info().Msg("x")
+	var l map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := l["time"].(string)
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z07:00", ts); err != nil {
+		t.Fatalf("time %q: %v", ts, err)
 	}
 }
 
