@@ -23,6 +23,9 @@ import (
 // config is everything the server binary is told, from flags and their
 // AEP_* environment twins.
 type config struct {
+	// UnknownEnv are AEP_ variables that name no flag (warned at start).
+	UnknownEnv []string
+
 	Listen               string
 	APIKeys              string
 	CursorKeys           string
@@ -129,6 +132,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(stderr, usageHeader)
 		fs.PrintDefaults()
 	}
+	defineFlags(fs, &c)
+	return c, parseFlags(fs, &c, args)
+}
+
+// defineFlags defines every flag of the gateway on fs, bound to c.
+func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
 	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
@@ -208,17 +217,22 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	// No environment twin: an AEP_VERSION meant for something else must not
 	// turn the server into a version printer.
 	fs.FlagSet.BoolVar(&c.ShowVersion, "version", false, "print the version, VCS revision and Go version, and exit")
+}
 
+// parseFlags parses args into c (flags defined by defineFlags) and checks
+// the result.
+func parseFlags(fs *flagSet, c *config, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return err
 	}
+	c.UnknownEnv = fs.unknownEnv(os.Environ())
 	if len(fs.envErrs) > 0 {
-		return c, errors.Join(fs.envErrs...)
+		return errors.Join(fs.envErrs...)
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return c, c.validate()
+	return c.validate()
 }
 
 func (c config) validate() error {

@@ -53,6 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := newLogger(cfg, stderr)
+	for _, name := range cfg.UnknownEnv {
+		log.Warn().Str("variable", name).Msg("unknown AEP_ environment variable ignored: no flag has this name (see --help)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log, stop); err != nil {
