@@ -179,7 +179,7 @@ func (n *nodeRun) next() string {
 }
 
 // goOn unblocks the script's next wait for a line on stdin.
-func (n *nodeRun) goOn() { io.WriteString(n.stdin, "go\n") }
+func (n *nodeRun) goOn() { _, _ = io.WriteString(n.stdin, "go\n") }
 
 // publish posts NDJSON events of dialect d ("d" or "r") with the key.
 func publish(t *testing.T, base, key, d string, events ...string) {
