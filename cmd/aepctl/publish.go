@@ -206,6 +206,7 @@ func (p *publisher) flush(ctx context.Context) {
 	lines, nos := p.lines, p.nos
 	p.lines, p.nos, p.size = nil, nil, 0
 	pol := p.c.Retry.withDefaults()
+	waits := pol.waits()
 	for round := 1; ; round++ {
 		retry := p.send(ctx, lines, nos)
 		if p.refused != nil {
@@ -215,7 +216,7 @@ func (p *publisher) flush(ctx context.Context) {
 			p.sum.Failed += len(retry)
 			return
 		}
-		wait := pol.backoff(round, 0)
+		wait := waits.next(0)
 		fmt.Fprintf(p.errw, "retrying %d retryable events in %v\n", len(retry), wait.Round(time.Millisecond))
 		if !sleepCtx(ctx, wait) {
 			p.sum.Failed += len(retry)
