@@ -89,6 +89,7 @@ type config struct {
 	DedupWindow     time.Duration
 	DedupMaxEvents  int
 	ShutdownTimeout time.Duration
+	DrainDelay      time.Duration
 	LogFormat       string
 	LogLevel        string
 	AccessLogSample int
@@ -200,6 +201,7 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.Duration(&c.DedupWindow, "dedup-window", dedup.DefaultTTL, "how long a node remembers an ingested event identity (tenant, source, id), to answer a retry with the first write's position instead of writing it again")
 	fs.Int(&c.DedupMaxEvents, "dedup-max-events", dedup.DefaultMax, "how many ingested event identities a node remembers at most (the oldest go first; 0: the default; -1: no idempotency window)")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.Duration(&c.DrainDelay, "drain-delay", 0, "on SIGTERM, keep serving this long with /readyz answering 503 (draining) before the listener closes, so that load balancers see the node leave before its connections are refused; then streams are told to resume elsewhere and in-flight requests get --shutdown-timeout (0: close at once)")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int(&c.AccessLogSample, "access-log-sample", 1, "write one info-level access log line (request id, tenant, remote, route, status, bytes, latency) in every N requests; server errors are always written (0: none but server errors)")
@@ -236,6 +238,9 @@ func parseFlags(fs *flagSet, c *config, args []string) error {
 }
 
 func (c config) validate() error {
+	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
+		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
 	}

@@ -345,6 +345,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	lc.add("http server", func(ctx context.Context) error {
 		srv.Drain() // /readyz answers 503 from now on
+		if cfg.DrainDelay > 0 {
+			// Still serving: load balancers polling /readyz take the node
+			// out before its listener closes (docs/operations.md).
+			log.Info().Dur("drain_delay", cfg.DrainDelay).Msg("draining: /readyz answers 503, still serving")
+			t := time.NewTimer(cfg.DrainDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 		err := httpSrv.Shutdown(ctx)
 		<-serveErr
 		return err
@@ -362,8 +373,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	case <-ctx.Done():
 	}
 	stopSignals() // a second signal now kills the process
-	log.Info().Dur("timeout", cfg.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	log.Info().Dur("timeout", cfg.ShutdownTimeout).Dur("drain_delay", cfg.DrainDelay).Msg("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainDelay+cfg.ShutdownTimeout)
 	defer cancel()
 	if err := lc.stop(sctx); err != nil {
 		return errors.Join(serveFailed, fmt.Errorf("shutdown: %w", err))
