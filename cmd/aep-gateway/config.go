@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -75,6 +76,7 @@ type config struct {
 
 	MaxConnections            int
 	MaxConnectionsPerIP       int
+	TrustedProxies            string
 	IdleTimeout               time.Duration
 	ReadTimeout               time.Duration
 	MaxInflightBytesPerTenant int64
@@ -191,7 +193,8 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.Bool(&c.ParkIdleStreams, "park-idle-streams", true, "hold idle SSE streams and WebSockets without a goroutine or net/http buffers (HTTP/1.x without TLS on Linux; docs/delivery.md, \"Parked SSE streams\"); false keeps a goroutine per stream")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
-	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")
+	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; behind an Ingress or load balancer, list its addresses in --trusted-proxies)")
+	fs.String(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of proxies in front of the gateway (an Ingress controller, a load balancer): their connections count toward --max-connections but not --max-connections-per-ip, since many clients arrive through each")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", 30*time.Second, "how long an idle keep-alive HTTP connection is kept open")
 	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long a request body (ingest, subscriptions, acks) may take to arrive; past it the read fails (ingest answers 408) and the connection is closed (0: no bound)")
 	fs.Int64(&c.MaxInflightBytesPerTenant, "max-inflight-bytes-per-tenant", 64<<20, "ingest request body bytes one tenant may have in flight on a node; past it 429 with the dialect's limit error (0: unbounded)")
@@ -238,6 +241,9 @@ func parseFlags(fs *flagSet, c *config, args []string) error {
 }
 
 func (c config) validate() error {
+	if _, err := c.trustedProxies(); err != nil {
+		return err
+	}
 	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
 		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)
 	}
@@ -389,4 +395,26 @@ func (c config) otlpEndpoint() string {
 		return c.OTLPEndpoint
 	}
 	return tracing.EnvEndpoint(os.Getenv)
+}
+
+// trustedProxies parses --trusted-proxies: addresses (a /32 or /128) and
+// CIDR prefixes.
+func (c config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(c.TrustedProxies, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies %q: want an IP address or a CIDR prefix", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

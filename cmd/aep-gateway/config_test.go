@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -227,4 +228,19 @@ func TestEveryFlagIsInTheREADME(t *testing.T) {
 			t.Errorf("--%s is not in README's configuration table", f.Name)
 		}
 	})
+}
+
+func TestTrustedProxiesParse(t *testing.T) {
+	c, err := parseConfig([]string{"--trusted-proxies", "10.0.0.0/8, 192.168.1.7,::ffff:172.16.0.1,2001:db8::/32"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.trustedProxies()
+	want := "10.0.0.0/8 192.168.1.7/32 172.16.0.1/32 2001:db8::/32"
+	if s := fmt.Sprint(got); s != "["+want+"]" {
+		t.Fatalf("trusted proxies %v, want [%s]", got, want)
+	}
+	if _, err := parseConfig([]string{"--trusted-proxies", "ingress-nginx"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--trusted-proxies") {
+		t.Fatalf("a host name accepted: %v", err)
+	}
 }
