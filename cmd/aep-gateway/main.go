@@ -160,6 +160,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	ver, rev, _ := buildInfo()
 	stopTracing, err := tracing.Setup(ctx, tracing.Config{
 		Endpoint: cfg.otlpEndpoint(), ServiceName: cfg.OTelServiceName, ServiceVersion: ver, SampleRatio: cfg.TraceSampleRatio,
+		Logger: log,
 	})
 	if err != nil {
 		return err

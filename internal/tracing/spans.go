@@ -25,8 +25,11 @@ const (
 	AttrAttempt      = attribute.Key("aep.delivery.attempt")
 	AttrSubscription = attribute.Key("aep.subscription")
 	AttrOutcome      = attribute.Key("aep.ack.outcome")
-	AttrPartition    = attribute.Key("messaging.destination.partition.id")
-	AttrOffset       = attribute.Key("messaging.kafka.offset")
+	// The record's partition and offset under the names franz-go's kotel
+	// gives them on the Kafka receive span (semantic conventions v1.18),
+	// so that one attribute finds a record in every span of its trace.
+	AttrPartition = attribute.Key("messaging.kafka.source.partition")
+	AttrOffset    = attribute.Key("messaging.kafka.message.offset")
 )
 
 // noop is the span every helper hands out while tracing is off.
