@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -34,35 +33,6 @@ const (
 
 // noop is the span every helper hands out while tracing is off.
 var noop = trace.SpanFromContext(context.Background())
-
-// StartRequest starts the server span of an HTTP ingest request on route
-// (the path template, "/events"), named "METHOD route" with http.route the
-// template alone as OpenTelemetry's HTTP conventions say, the child of the request's own traceparent header when
-// it has a valid one. The span ends with End; record the status with
-// EndHTTP.
-func StartRequest(r *http.Request, route string) (context.Context, trace.Span) {
-	st := cur.Load()
-	if st == nil {
-		return r.Context(), noop
-	}
-	ctx := st.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return st.tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
-}
-
-// EndHTTP records an HTTP response status on span and ends it: 5xx is an
-// error, as OpenTelemetry's HTTP conventions say for server spans.
-func EndHTTP(span trace.Span, status int) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
-	if status >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(status))
-	}
-	span.End()
-}
 
 // StartMessage starts the span of one WebSocket ingest message of n events.
 func StartMessage(ctx context.Context, dialect, tenant string, n int) (context.Context, trace.Span) {
