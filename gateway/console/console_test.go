@@ -343,7 +343,7 @@ class El {
   text() { return this.children.map((c) => c.textContent).join("|"); }
 }
 const els = {};
-for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh"]) els[id] = new El("x");
+for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh", "search", "sub-form", "sub-body", "sub-create"]) els[id] = new El("x");
 for (const id of ["events", "subscriptions", "sessions", "dead-letters"]) els[id].tBodies = [new El("tbody")];
 els.dialect.value = "d";
 els.filter.value = "types=task.*&session_id=sess_dom";
