@@ -9,7 +9,7 @@ VERSION   ?= $(shell cat VERSION 2>/dev/null)
 REVISION  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)
 LDFLAGS   ?= -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
-.PHONY: run build test test-short bench bench-report fuzz vet tidy-check kafka-up kafka-down clean
+.PHONY: run build test test-short bench bench-report fuzz vet lint tidy-check kafka-up kafka-down clean
 
 ## run: start the gateway; with no --kafka-brokers it embeds a Kafka-protocol broker with data in ./data
 run:
@@ -44,6 +44,10 @@ bench-report:
 ## vet: go vet
 vet:
 	$(GO) vet $(PKGS)
+
+## lint: golangci-lint with .golangci.yml (builds the pinned version once when missing; CI runs it)
+lint:
+	bash scripts/lint.sh
 
 ## tidy-check: go.mod and go.sum are exactly what `go mod tidy` leaves (CI runs it)
 tidy-check:

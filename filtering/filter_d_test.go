@@ -251,7 +251,7 @@ func TestDTotalValuesLimit(t *testing.T) {
 		t.Fatalf("message %q", fe.Message)
 	}
 	_, err = Limits{MaxTotalValues: 3}.ParseR([]byte(`{"type":["a.b","c.d"],"source":["s","t"]}`))
-	filterErr(t, err, aep.DialectR, CodeLimitExceeded)
+	_ = filterErr(t, err, aep.DialectR, CodeLimitExceeded)
 }
 
 func TestDQuery(t *testing.T) {

@@ -44,7 +44,7 @@ func TestRConformance(t *testing.T) {
 	for _, c := range corpus.Invalid {
 		t.Run("invalid/"+c.Name, func(t *testing.T) {
 			_, err := ParseR(c.Filter)
-			filterErr(t, err, aep.DialectR, CodeInvalidFilter)
+			_ = filterErr(t, err, aep.DialectR, CodeInvalidFilter)
 		})
 	}
 }

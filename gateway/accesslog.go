@@ -31,9 +31,10 @@ const maxRequestIDLen = 128
 // visible outside. One request's goroutine writes it, except for a handler
 // that hands its request to another goroutine, hence the atomic.
 type requestInfo struct {
-	id     string
-	tenant atomic.Pointer[string]
-	parked bool // the handler's stream parked: logged when it ends; set and read in the request's goroutine
+	id      string
+	tenant  atomic.Pointer[string]
+	traceID atomic.Pointer[string] // the request's server span, when tracing is on
+	parked  bool                   // the handler's stream parked: logged when it ends; set and read in the request's goroutine
 }
 
 type requestInfoKey struct{}
@@ -58,6 +59,38 @@ func noteTenant(ctx context.Context, tenant string) {
 		ri.tenant.Store(&tenant)
 	}
 }
+
+// noteTrace records the request's trace id for the access log, so that a
+// line leads to its trace.
+func noteTrace(ctx context.Context, traceID string) {
+	if ri := requestInfoFrom(ctx); ri != nil {
+		ri.traceID.Store(&traceID)
+	}
+}
+
+// responseStatus is the status a request was answered with: 101 for a
+// WebSocket upgrade whose handler took the connection over (the 101 went out
+// on the hijacked connection, not through w), 200 when nothing was written.
+func responseStatus(r *http.Request, ww middleware.WrapResponseWriter) int {
+	if status := ww.Status(); status != 0 {
+		return status
+	}
+	return streamStatus(r)
+}
+
+// streamStatus is the status a parked stream was answered with: 101 for a
+// WebSocket, 200 for SSE.
+func streamStatus(r *http.Request) int {
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return http.StatusSwitchingProtocols
+	}
+	return http.StatusOK
+}
+
+// quietRoutes are the probe and scrape routes: polled every few seconds by
+// the orchestrator and Prometheus, they are logged at debug, not info
+// (a failing one, 5xx, still at info).
+var quietRoutes = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /metrics": true, "HEAD /healthz": true, "HEAD /readyz": true}
 
 // requestID returns the client's X-Request-Id when it is a reasonable token
 // (1..128 of letters, digits and "-_.:"), else a new random one.
@@ -105,10 +138,7 @@ func (a *accessLogger) middleware(next http.Handler) http.Handler {
 		if ri.parked {
 			return // logged when the stream ends
 		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status := responseStatus(r, ww)
 		a.write(ri, r.Method, routeOf(r), r.URL.Path, r.RemoteAddr, status, int64(ww.BytesWritten()), start)
 	})
 }
@@ -119,8 +149,8 @@ func (a *accessLogger) middleware(next http.Handler) http.Handler {
 func (a *accessLogger) onPark(r *http.Request, ri *requestInfo, start time.Time) func() func(int64) {
 	return func() func(int64) {
 		ri.parked = true
-		method, route, path, remote := r.Method, routeOf(r), r.URL.Path, r.RemoteAddr
-		return func(written int64) { a.write(ri, method, route, path, remote, http.StatusOK, written, start) }
+		method, route, path, remote, status := r.Method, routeOf(r), r.URL.Path, r.RemoteAddr, streamStatus(r)
+		return func(written int64) { a.write(ri, method, route, path, remote, status, written, start) }
 	}
 }
 
@@ -133,7 +163,17 @@ func (a *accessLogger) write(ri *requestInfo, method, route, path, remote string
 	if t := ri.tenant.Load(); t != nil {
 		tenant = *t
 	}
-	a.log.Info().Str("request_id", ri.id).Str("method", method).Str("route", route).Str("path", path).
+	ev := a.log.Info()
+	if status < 500 && quietRoutes[method+" "+route] {
+		ev = a.log.Debug()
+	}
+	if !ev.Enabled() {
+		return
+	}
+	if t := ri.traceID.Load(); t != nil {
+		ev = ev.Str("trace_id", *t)
+	}
+	ev.Str("request_id", ri.id).Str("method", method).Str("route", route).Str("path", path).
 		Int("status", status).Int64("bytes", written).Dur("latency_ms", time.Since(start)).
 		Str("tenant", tenant).Str("remote", remote).Msg("request")
 }

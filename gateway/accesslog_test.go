@@ -363,3 +363,43 @@ func TestParkedStreamIsLoggedAndTimedWhenItEnds(t *testing.T) {
 		t.Fatalf("a parked stream went to the request latency histogram (%d samples)", n)
 	}
 }
+
+// Probes and scrapes are polled every few seconds: at info they write no
+// access line, at debug they do; a failing probe is still logged at info.
+func TestProbeRequestsLoggedAtDebugOnly(t *testing.T) {
+	for _, lvl := range []zerolog.Level{zerolog.InfoLevel, zerolog.DebugLevel} {
+		sink := &logSink{}
+		g := newTestGateway(t, func(c *Config) { c.Logger = zerolog.New(sink).Level(lvl) })
+		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+			resp, err := http.Get(g.http.URL + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		// An ordinary request after them: its line proves the probes' were
+		// written (or not) before it.
+		if resp := g.post("/aep/events", "application/json", nil, []byte(dEvent(1, "s"))); resp.status != http.StatusAccepted {
+			t.Fatalf("ingest: %d %s", resp.status, resp.body)
+		}
+		var probes int
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			lines := sink.requests(t)
+			if len(lines) > 0 && lines[len(lines)-1]["route"] == "/aep/events" {
+				probes = len(lines) - 1
+				for _, l := range lines[:probes] {
+					if l["level"] != "debug" {
+						t.Errorf("probe line at %v: %v", l["level"], l)
+					}
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no access line for the ingest request: %v", lines)
+			}
+		}
+		if want := map[zerolog.Level]int{zerolog.InfoLevel: 0, zerolog.DebugLevel: 3}[lvl]; probes != want {
+			t.Errorf("log level %v: %d probe lines, want %d", lvl, probes, want)
+		}
+	}
+}

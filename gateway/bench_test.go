@@ -24,9 +24,11 @@ import (
 
 const benchBatch = 100
 
-func benchBody(d aep.Dialect) []byte {
+func benchBody(d aep.Dialect) []byte { return benchBodyN(d, benchBatch) }
+
+func benchBodyN(d aep.Dialect, n int) []byte {
 	var b strings.Builder
-	for i := 0; i < benchBatch; i++ {
+	for i := 0; i < n; i++ {
 		if d == aep.DialectR {
 			b.WriteString(rEvent(fmt.Sprintf("s%d", i%10), i))
 		} else {
@@ -37,11 +39,13 @@ func benchBody(d aep.Dialect) []byte {
 	return []byte(b.String())
 }
 
-func benchIngest(b *testing.B, d aep.Dialect) {
+func benchIngest(b *testing.B, d aep.Dialect) { benchIngestN(b, d, benchBatch) }
+
+func benchIngestN(b *testing.B, d aep.Dialect, n int) {
 	// The same body every time: without the idempotency window, or every
 	// request after the first would be answered from it.
 	g := newTestGatewayTB(b, func(c *Config) { c.Dedup.Max = -1 })
-	body := benchBody(d)
+	body := benchBodyN(d, n)
 	path, hdr := "/aep/events", map[string]string{}
 	if d == aep.DialectR {
 		path, hdr = "/events", map[string]string{"AEP-Version": "0.1"}
@@ -66,11 +70,19 @@ func benchIngest(b *testing.B, d aep.Dialect) {
 			b.Fatalf("status %d", resp.StatusCode)
 		}
 	}
-	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 }
 
 func BenchmarkIngestR(b *testing.B) { benchIngest(b, aep.DialectR) }
 func BenchmarkIngestD(b *testing.B) { benchIngest(b, aep.DialectD) }
+
+// BenchmarkIngestSingle posts one event per request, what most emitters
+// do: the per-request costs (authentication, rate limit, framing, the
+// produce round trip, the response) are not spread over a batch.
+func BenchmarkIngestSingle(b *testing.B) {
+	b.Run("R", func(b *testing.B) { benchIngestN(b, aep.DialectR, 1) })
+	b.Run("D", func(b *testing.B) { benchIngestN(b, aep.DialectD, 1) })
+}
 
 // BenchmarkIngestDTraced is BenchmarkIngestD with tracing on, spans
 // exported over OTLP/HTTP to a local receiver that discards them: the cost

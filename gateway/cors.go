@@ -5,15 +5,19 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/rs/cors"
 )
 
-// CORS headers the gateway allows and exposes (docs/security.md).
-const (
-	corsAllowMethods  = "GET, POST, DELETE, OPTIONS"
-	corsAllowHeaders  = "Authorization, Content-Type, Last-Event-ID, AEP-Version"
-	corsExposeHeaders = "Retry-After, Location, AEP-Version"
-	corsMaxAge        = "600"
+// CORS methods and headers the gateway allows and exposes, and how long a
+// browser may cache a preflight, in seconds (docs/security.md).
+var (
+	corsAllowMethods  = []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions}
+	corsAllowHeaders  = []string{"Authorization", "Content-Type", "Last-Event-ID", "AEP-Version"}
+	corsExposeHeaders = []string{"Retry-After", "Location", "AEP-Version"}
 )
+
+const corsMaxAge = 600
 
 // ParseCORSOrigins parses --cors-allowed-origins: a comma-separated list of
 // exact origins ("https://app.example.com", "http://localhost:3000") and
@@ -62,28 +66,6 @@ func WebSocketOriginPatterns(origins []string) []string {
 	return out
 }
 
-// corsAllowed reports whether origin (as sent by a browser) is one of
-// origins or matches one of their patterns.
-func corsAllowed(origins []string, origin string) bool {
-	origin = strings.ToLower(origin)
-	scheme, host, ok := strings.Cut(origin, "://")
-	if !ok || host == "" {
-		return false
-	}
-	for _, o := range origins {
-		if o == origin {
-			return true
-		}
-		ps, ph, _ := strings.Cut(o, "://")
-		suffix, wild := strings.CutPrefix(ph, "*")
-		if wild && ps == scheme && strings.HasSuffix(host, suffix) && len(host) > len(suffix) &&
-			!strings.ContainsAny(host[:len(host)-len(suffix)], "/:@") {
-			return true
-		}
-	}
-	return false
-}
-
 // sameOrigin reports whether origin names the host the request was sent
 // to (a browser page served by the gateway's own address).
 func sameOrigin(r *http.Request, origin string) bool {
@@ -91,29 +73,49 @@ func sameOrigin(r *http.Request, origin string) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
+// newCORS is github.com/rs/cors configured for origins (nil for none:
+// rs/cors would read an empty list as every origin). It answers preflights
+// (204) and sets the response headers; which origins are refused outright
+// is the cors middleware's decision.
+func newCORS(origins []string) *cors.Cors {
+	if len(origins) == 0 {
+		return nil
+	}
+	return cors.New(cors.Options{
+		AllowedOrigins: origins, // exact, or one "*" as the first label: the forms ParseCORSOrigins accepts
+		AllowedMethods: corsAllowMethods,
+		AllowedHeaders: corsAllowHeaders,
+		ExposedHeaders: corsExposeHeaders,
+		MaxAge:         corsMaxAge,
+		// No credentials (cookies): the gateway authenticates with bearer
+		// tokens, which a page sends in Authorization or ?access_token=.
+	})
+}
+
 // cors answers preflight requests and marks responses readable for the
-// allowed origins (Config.CORSOrigins). A request whose Origin is neither
-// allowed nor the gateway's own is refused with 403 forbidden-origin, so
-// that a page on another origin cannot even trigger writes. Requests
-// without an Origin (non-browser clients) pass untouched. Credentials
-// (cookies) are not allowed: the gateway authenticates with bearer
-// tokens, which a page sends in Authorization or ?access_token=.
+// allowed origins (Config.CORSOrigins), through rs/cors. A request whose
+// Origin is neither allowed nor the gateway's own is refused with 403
+// forbidden-origin, so that a page on another origin cannot even trigger
+// writes (rs/cors alone would serve it, only without the headers that let
+// the page read the answer). Requests without an Origin (non-browser
+// clients) pass untouched.
 func (s *Server) cors(next http.Handler) http.Handler {
+	withCORS := next
+	if s.corsLib != nil {
+		withCORS = s.corsLib.Handler(next)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
-		h := w.Header()
-		if len(s.cfg.CORSOrigins) > 0 {
-			h.Add("Vary", "Origin") // the answer depends on Origin, even when there is none
-		}
 		if origin == "" {
+			if s.corsLib != nil {
+				w.Header().Add("Vary", "Origin") // the answer depends on Origin, even when there is none
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
-		if len(s.cfg.CORSOrigins) == 0 {
-			h.Add("Vary", "Origin")
-		}
-		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-		if !corsAllowed(s.cfg.CORSOrigins, origin) {
+		if s.corsLib == nil || !s.corsLib.OriginAllowed(r) {
+			w.Header().Add("Vary", "Origin")
+			preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 			if sameOrigin(r, origin) && !preflight {
 				next.ServeHTTP(w, r)
 				return
@@ -122,17 +124,6 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				Detail: "origin " + origin + " is not allowed (--cors-allowed-origins)"})
 			return
 		}
-		h.Set("Access-Control-Allow-Origin", origin)
-		if preflight {
-			h.Add("Vary", "Access-Control-Request-Method")
-			h.Add("Vary", "Access-Control-Request-Headers")
-			h.Set("Access-Control-Allow-Methods", corsAllowMethods)
-			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
-			h.Set("Access-Control-Max-Age", corsMaxAge)
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
-		next.ServeHTTP(w, r)
+		withCORS.ServeHTTP(w, r)
 	})
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -27,13 +28,18 @@ func TestParseCORSOrigins(t *testing.T) {
 			t.Errorf("accepted %q", bad)
 		}
 	}
-	allowed := []string{"https://app.example.com", "https://*.example.org"}
+	allowed := newCORS([]string{"https://app.example.com", "https://*.example.org"})
+	if newCORS(nil) != nil {
+		t.Fatal("no origins built a CORS handler (rs/cors reads none as all)")
+	}
 	for origin, ok := range map[string]bool{
 		"https://app.example.com": true, "https://APP.example.com": true, "http://app.example.com": false,
 		"https://app.example.com:8443": false, "https://a.example.org": true, "https://a.b.example.org": true,
 		"https://example.org": false, "https://evilexample.org": false, "http://a.example.org": false, "null": false,
 	} {
-		if corsAllowed(allowed, origin) != ok {
+		r, _ := http.NewRequest(http.MethodGet, "http://gw/", nil)
+		r.Header.Set("Origin", origin)
+		if allowed.OriginAllowed(r) != ok {
 			t.Errorf("origin %s: allowed=%v, want %v", origin, !ok, ok)
 		}
 	}
@@ -70,15 +76,15 @@ func TestCORS(t *testing.T) {
 	// without authentication.
 	resp := corsDo(t, http.MethodOptions, url, map[string]string{
 		"Origin": "https://x.tools.example.com", "Access-Control-Request-Method": "POST",
-		"Access-Control-Request-Headers": "authorization, content-type",
+		"Access-Control-Request-Headers": "aep-version,authorization,content-type,last-event-id",
 	}, "")
 	h := resp.Header
 	if resp.StatusCode != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://x.tools.example.com" ||
 		!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") || h.Get("Access-Control-Allow-Credentials") != "" {
 		t.Fatalf("preflight: %d %v", resp.StatusCode, h)
 	}
-	for _, want := range []string{"Authorization", "Content-Type", "Last-Event-ID", "AEP-Version"} {
-		if !strings.Contains(h.Get("Access-Control-Allow-Headers"), want) {
+	for _, want := range []string{"authorization", "content-type", "last-event-id", "aep-version"} {
+		if !strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), want) {
 			t.Errorf("Allow-Headers %q lacks %s", h.Get("Access-Control-Allow-Headers"), want)
 		}
 	}
@@ -114,5 +120,35 @@ func TestCORS(t *testing.T) {
 	resp = corsDo(t, http.MethodGet, g.http.URL+"/events", map[string]string{"Origin": g.http.URL}, "")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("same-origin GET: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+// BenchmarkCORS is a browser's request through the whole handler: a
+// preflight and a GET /healthz from an allowed origin (docs/architecture.md,
+// Libraries).
+func BenchmarkCORS(b *testing.B) {
+	origins, _ := ParseCORSOrigins("https://app.example.com,https://*.tools.example.com")
+	g := newTestGatewayTB(b, func(c *Config) { c.CORSOrigins = origins })
+	h := g.srv.Handler()
+	for _, bc := range []struct {
+		name, method string
+		hdr          map[string]string
+	}{
+		{"preflight", http.MethodOptions, map[string]string{"Origin": "https://x.tools.example.com", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type"}},
+		{"get", http.MethodGet, map[string]string{"Origin": "https://app.example.com"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := httptest.NewRequest(bc.method, "/healthz", nil)
+			for k, v := range bc.hdr {
+				req.Header.Set(k, v)
+			}
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Header().Get("Access-Control-Allow-Origin") == "" {
+					b.Fatalf("%s: no Access-Control-Allow-Origin: %d %v", bc.name, w.Code, w.Header())
+				}
+			}
+		})
 	}
 }

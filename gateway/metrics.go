@@ -103,10 +103,7 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if parked != nil && *parked {
 			return
 		}
-		status := ww.Status()
-		if status == 0 {
-			status = http.StatusOK
-		}
+		status := responseStatus(r, ww)
 		route := routeOf(r)
 		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
 		if isStream(r, ww, status) {
@@ -122,9 +119,9 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 func (m *metrics) onPark(r *http.Request, parked *bool, start time.Time) func() func(int64) {
 	return func() func(int64) {
 		*parked = true
-		route, method := routeOf(r), r.Method
+		route, method, code := routeOf(r), r.Method, strconv.Itoa(streamStatus(r))
 		return func(int64) {
-			m.requests.WithLabelValues(route, method, "200").Inc()
+			m.requests.WithLabelValues(route, method, code).Inc()
 			m.streamSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // RateLimit bounds how many events one tenant may ingest: a token bucket
@@ -15,30 +17,28 @@ type RateLimit struct {
 
 func (r RateLimit) enabled() bool { return r.EventsPerSecond > 0 }
 
-// tenantLimiter holds one token bucket per tenant. Buckets of tenants idle
-// for longer than a full refill are equivalent to new ones and are pruned,
-// so memory is bounded by the number of recently active tenants.
+// tenantLimiter holds one token bucket (golang.org/x/time/rate) per tenant.
+// Buckets of tenants idle for longer than a full refill are equivalent to
+// new ones and are pruned, so memory is bounded by the number of recently
+// active tenants.
 type tenantLimiter struct {
-	rate  float64
-	burst float64
+	rate  rate.Limit
+	burst int
+	full  time.Duration // an empty bucket's refill time
 	now   func() time.Time
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket // guarded by mu
-	lastPrune time.Time          // guarded by mu
-}
-
-type bucket struct {
-	tokens float64
-	at     time.Time
+	buckets   map[string]*rate.Limiter // guarded by mu
+	lastPrune time.Time                // guarded by mu
 }
 
 func newTenantLimiter(r RateLimit, now func() time.Time) *tenantLimiter {
-	burst := float64(r.Burst)
+	burst := r.Burst
 	if burst <= 0 {
-		burst = math.Max(1, r.EventsPerSecond)
+		burst = int(math.Max(1, math.Ceil(r.EventsPerSecond)))
 	}
-	return &tenantLimiter{rate: r.EventsPerSecond, burst: burst, now: now, buckets: map[string]*bucket{}}
+	full := time.Duration(float64(burst) / r.EventsPerSecond * float64(time.Second))
+	return &tenantLimiter{rate: rate.Limit(r.EventsPerSecond), burst: burst, full: full, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
 // take removes n tokens from tenant's bucket if it holds them. Otherwise it
@@ -46,36 +46,33 @@ func newTenantLimiter(r RateLimit, now func() time.Time) *tenantLimiter {
 // ok=false with wait<0 when n exceeds the burst and can never be taken).
 func (l *tenantLimiter) take(tenant string, n int) (wait time.Duration, ok bool) {
 	now := l.now()
-	need := float64(n)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.pruneLocked(now)
 	b := l.buckets[tenant]
 	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
+		b = rate.NewLimiter(l.rate, l.burst)
 		l.buckets[tenant] = b
 	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if need > l.burst {
+	l.mu.Unlock()
+	if n > l.burst {
 		return -1, false
 	}
-	if b.tokens >= need {
-		b.tokens -= need
+	if b.AllowN(now, n) {
 		return 0, true
 	}
-	return time.Duration((need - b.tokens) / l.rate * float64(time.Second)), false
+	r := b.ReserveN(now, n) // only to learn the wait: given back at once
+	defer r.CancelAt(now)
+	return r.DelayFrom(now), false
 }
 
 // pruneLocked drops buckets that have refilled completely. Must hold mu.
 func (l *tenantLimiter) pruneLocked(now time.Time) {
-	full := time.Duration(l.burst / l.rate * float64(time.Second))
-	if now.Sub(l.lastPrune) < full {
+	if now.Sub(l.lastPrune) < l.full {
 		return
 	}
 	l.lastPrune = now
 	for t, b := range l.buckets {
-		if now.Sub(b.at) >= full {
+		if b.TokensAt(now) >= float64(l.burst) {
 			delete(l.buckets, t)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/cors"
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -104,6 +105,7 @@ type Server struct {
 	inflight *inflight      // nil when in-flight bytes are unbounded
 	router   chi.Router
 	access   *accessLogger
+	corsLib  *cors.Cors // nil without allowed origins
 
 	// The discovery document's variable parts; set before serving.
 	discoEndpoints map[string]string
@@ -143,6 +145,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		metrics: m,
+		corsLib: newCORS(cfg.CORSOrigins),
 		ingest: &ingestor{
 			limits: cfg.Limits, topics: deps.Topics, writer: deps.Writer, keys: cfg.KeyStrategy,
 			auditor: deps.Auditor, timeout: cfg.WriteTimeout, produce: cfg.ProduceTimeout, metrics: m,
@@ -178,8 +181,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
-	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("POST /events")).Post("/events", s.handleIngestR)
-	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("POST /aep/events")).Post("/aep/events", s.handleIngestD)
+	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("/events")).Post("/events", s.handleIngestR)
+	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("/aep/events")).Post("/aep/events", s.handleIngestD)
 	return r
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
@@ -12,25 +11,27 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 )
 
-// traceIngest gives an ingest request its server span (docs/operations.md,
-// Tracing), named after its route. With tracing off it is the handler
-// itself.
+// traceIngest gives an ingest request on route (the path template) its
+// server span (docs/operations.md, Tracing) through otelhttp, named
+// "METHOD route", carrying the tenant; its trace id goes into the access
+// line. With tracing off it is the handler itself.
 func traceIngest(route string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
+		traced := tracing.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			span := trace.SpanFromContext(ctx)
+			span.SetAttributes(tracing.AttrTenant.String(TenantFrom(ctx)))
+			if sc := span.SpanContext(); sc.HasTraceID() {
+				noteTrace(ctx, sc.TraceID().String())
+			}
+			next.ServeHTTP(w, r)
+		}), route)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !tracing.On() {
 				next.ServeHTTP(w, r)
 				return
 			}
-			ctx, span := tracing.StartRequest(r, route)
-			span.SetAttributes(tracing.AttrTenant.String(TenantFrom(ctx)))
-			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-			next.ServeHTTP(ww, r.WithContext(ctx))
-			status := ww.Status()
-			if status == 0 {
-				status = http.StatusOK
-			}
-			tracing.EndHTTP(span, status)
+			traced.ServeHTTP(w, r)
 		})
 	}
 }

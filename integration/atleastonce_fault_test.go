@@ -222,7 +222,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 				break
 			}
 			if err == nil {
-				io.Copy(io.Discard, r.Body)
+				_, _ = io.Copy(io.Discard, r.Body)
 				r.Body.Close()
 				if r.StatusCode != http.StatusConflict {
 					connCancel()

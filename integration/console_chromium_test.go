@@ -36,13 +36,7 @@ func TestConsoleChromium(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	auth := map[string]string{"Authorization": "Bearer " + key}
-	publish := func(events ...string) {
-		t.Helper()
-		res, err := g.post(ctx, "/aep/events", "application/x-ndjson", auth, strings.Join(events, "\n")+"\n")
-		if err != nil || res.status != http.StatusAccepted {
-			t.Fatalf("publish: %v %d %s", err, res.status, res.body)
-		}
-	}
+	publish := publisher(ctx, t, g, key)
 	tail := func() []string { return strings.Split(br.eval(jsRows("events")), "\n") }
 	subs := func() string { return br.eval(jsRows("subscriptions")) }
 

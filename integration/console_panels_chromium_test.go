@@ -117,7 +117,7 @@ func TestConsolePanelsChromium(t *testing.T) {
 		br.run("refresh the subscriptions", chromedp.Click(chromedp.CSS("#subs-refresh")))
 		time.Sleep(300 * time.Millisecond)
 		cells := strings.Split(br.eval(jsRows("subscriptions")), "|")
-		if len(cells) == 8 && cells[0] == created.ID && cells[3] == "yes" {
+		if len(cells) == 9 && cells[0] == created.ID && cells[3] == "yes" {
 			redelivered, _ := strconv.Atoi(cells[5])
 			if redelivered >= 1 && cells[6] == "1" {
 				break

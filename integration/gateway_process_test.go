@@ -111,7 +111,7 @@ func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayP
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			g.logs.Write([]byte(line + "\n"))
+			_, _ = g.logs.Write([]byte(line + "\n"))
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) != nil {
 				continue

@@ -152,7 +152,7 @@ func TestIngestBothDialectsReadBackWithPlainConsumer(t *testing.T) {
 			}
 		} else {
 			seq := 0
-			fmt.Sscan(hdr(r, "aep-seq"), &seq)
+			_, _ = fmt.Sscan(hdr(r, "aep-seq"), &seq)
 			if last, ok := lastSeq[string(r.Key)]; ok && seq <= last {
 				t.Errorf("session %s out of order: seq %d after %d", r.Key, seq, last)
 			}

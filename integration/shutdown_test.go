@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,4 +97,74 @@ func TestGracefulShutdownFinishesInFlightWrites(t *testing.T) {
 		}
 	}
 	g2.stop()
+}
+
+// A drain a load balancer can see (--drain-delay): after SIGTERM, /readyz
+// answers 503 "draining" at once while ingest is still served for the
+// interval; only then does the listener close (connections refused), and
+// the process exits 0.
+func TestDrainDelayKeepsServingWhileNotReady(t *testing.T) {
+	const delay = 3 * time.Second
+	g := startGateway(t, "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0", "--topic-partitions", "2",
+		"--drain-delay", delay.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := g.post(ctx, "/aep/events", "application/json", nil, dEvent(0, "drain")); err != nil || res.status != 202 {
+		t.Fatalf("before SIGTERM: %v %d %s", err, res.status, res.body)
+	}
+	term := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var notReadyAt time.Time
+	for notReadyAt.IsZero() {
+		if time.Since(term) > delay {
+			t.Fatalf("/readyz never answered 503 within the drain delay")
+		}
+		resp, err := http.Get(g.URL + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz refused during the drain delay (%v after SIGTERM): %v", time.Since(term), err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "draining") {
+			notReadyAt = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Not ready, still serving: ingest is taken until the delay is over.
+	served := 0
+	for i := 1; time.Since(term) < delay-500*time.Millisecond; i++ {
+		res, err := g.post(ctx, "/aep/events", "application/json", nil, dEvent(i, "drain"))
+		if err != nil || res.status != 202 {
+			t.Fatalf("ingest %v after SIGTERM (draining): %v %d %s", time.Since(term), err, res.status, res.body)
+		}
+		served++
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Then the listener closes.
+	refused := false
+	for !refused && time.Since(term) < delay+15*time.Second {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.URL, "http://"), time.Second)
+		if err != nil {
+			refused = true
+			break
+		}
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	closedAfter := time.Since(term)
+	if !refused || closedAfter < delay {
+		t.Fatalf("listener closed after %v (refused %v), want after the %v drain delay", closedAfter, refused, delay)
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after the drain")
+	}
+	if g.waitErr != nil {
+		t.Fatalf("exit: %v", g.waitErr)
+	}
+	t.Logf("readyz 503 %v after SIGTERM; %d ingest requests served while draining; listener closed %v after SIGTERM",
+		notReadyAt.Sub(term).Round(time.Millisecond), served, closedAfter.Round(time.Millisecond))
 }

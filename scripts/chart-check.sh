@@ -2,8 +2,9 @@
 # chart-check.sh: lint and render charts/aep-gateway with no values and with every values file under its
 # ci/ folder, render every `helm install|upgrade|template` example the docs show, check what the renders
 # contain, check that the configurations the chart must refuse are refused, and check that the chart's
-# version and appVersion are the release's (VERSION). No --kube-version or other extra flag is passed:
-# what works here works for a user's plain `helm template`.
+# version and appVersion are the release's (VERSION). The renders here pass no --kube-version or other
+# extra flag (what works here works for a user's plain `helm template`); scripts/chartcheck renders per
+# supported Kubernetes minor and decodes strictly.
 #
 #   bash scripts/chart-check.sh
 #
@@ -107,8 +108,8 @@ done
 [ "$n" -gt 0 ] || fail "no helm example found in the docs"
 log "rendered $n helm example(s) from the docs"
 
-# Every render: probes on the http port, non-root, read-only root file system, a preStop hook and a
-# termination grace that covers it and the drain.
+# Every render: probes on the http port, non-root, read-only root file system, the gateway's own drain
+# delay (no preStop hook by default: its sleep action needs Kubernetes 1.30+).
 renders=(defaults embedded existing-secret external jwt three-replicas)
 render three-replicas --set kafka.brokers=k:9092 --set replicaCount=3 || fail "helm template with 3 replicas: $(cat "$OUT/three-replicas.err")"
 for name in "${renders[@]}"; do
@@ -118,7 +119,8 @@ for name in "${renders[@]}"; do
 	has "$name" "runAsNonRoot: true"
 	has "$name" "readOnlyRootFilesystem: true"
 	has "$name" 'value: "0.0.0.0:8080"'
-	has "$name" "preStop:"
+	has "$name" "name: AEP_DRAIN_DELAY"
+	hasnt "$name" "preStop:"
 done
 
 # No values: one pod on the embedded broker with its PVC, a generated API key, a cursor key.
@@ -130,7 +132,7 @@ has defaults "name: AEP_DATA_DIR"
 has defaults "name: aep-aep-gateway-api-keys"
 has defaults "default sha256:"
 has defaults "name: AEP_API_KEYS"
-has defaults "terminationGracePeriodSeconds: 45"
+has defaults "terminationGracePeriodSeconds: 50"
 hasnt defaults "AEP_KAFKA_BROKERS"
 hasnt defaults "AEP_ALLOW_UNAUTHENTICATED"
 # Tracing is off unless an endpoint is given; the cardinality caps are always set.
@@ -207,7 +209,7 @@ has jwt 'value: "https://console.example.com,https://*.example.org"'
 has jwt 'value: "2.5"'
 has jwt "kind: HTTPRoute"
 has jwt 'request: "0s"'
-has jwt "terminationGracePeriodSeconds: 75"
+has jwt "terminationGracePeriodSeconds: 80"
 has jwt 'value: "60s"'
 has jwt "mountPath: /etc/aep-gateway/extra-ca"
 has jwt "name: aep-extra-settings"
@@ -283,9 +285,9 @@ refuse() { # refuse NAME MESSAGE [helm args...]
 }
 refuse no-auth "no authentication" --set auth.generatedKey.enabled=false
 refuse embedded-enabled "embedded.enabled is gone" --set embedded.enabled=true
-refuse embedded-replicas "needs an external Kafka" --set replicaCount=3
-refuse embedded-hpa "needs an external Kafka" --set autoscaling.enabled=true
-refuse no-cursor-key "needs a shared cursor key" --set kafka.brokers=k:9092 --set replicaCount=2 --set cursorKeys.generate=false
+refuse embedded-replicas "at '/replicaCount'" --set replicaCount=3
+refuse embedded-hpa "at '/autoscaling/enabled'" --set autoscaling.enabled=true
+refuse no-cursor-key "at '/cursorKeys/generate'" --set kafka.brokers=k:9092 --set replicaCount=2 --set cursorKeys.generate=false
 refuse both-key-sources "exclude each other" --set kafka.brokers=k:9092 --set auth.existingSecret=s "${KEY[@]}"
 refuse two-jwt-sources "one key source" --set auth.jwt.jwks.url=https://i.example/jwks --set auth.jwt.hs256.existingSecret=s
 refuse jwks-not-url "http(s) URL" --set auth.jwt.jwks.url=issuer.example
@@ -302,7 +304,16 @@ refuse bad-sasl "kafka.sasl.mechanism must be" --set kafka.brokers=k:9092 --set 
 refuse sasl-no-user "kafka.sasl.username is required" --set kafka.brokers=k:9092 --set kafka.sasl.mechanism=PLAIN --set kafka.sasl.password=p "${KEY[@]}"
 refuse sasl-no-password "kafka.sasl.existingSecret (or kafka.sasl.password)" --set kafka.brokers=k:9092 --set kafka.sasl.mechanism=PLAIN --set kafka.sasl.username=u "${KEY[@]}"
 refuse half-mtls "go together" --set kafka.brokers=k:9092 --set kafka.tls.enabled=true --set kafka.tls.existingSecret=s --set kafka.tls.certKey=tls.crt "${KEY[@]}"
-refuse pdb-both "not both" --set kafka.brokers=k:9092 --set podDisruptionBudget.maxUnavailable=1 "${KEY[@]}"
+refuse pdb-both "at '/podDisruptionBudget'" --set kafka.brokers=k:9092 --set podDisruptionBudget.minAvailable=1 --set podDisruptionBudget.maxUnavailable=1 "${KEY[@]}"
+
+# Per Kubernetes minor (1.23, 1.28, 1.30, newest): every configuration rendered, linted and decoded strictly
+# into the Kubernetes, Gateway API and prometheus-operator Go types, and the PDB, HPA, NetworkPolicy, drain,
+# GOMEMLIMIT and schema cases (scripts/chartcheck, a Go module of its own).
+if command -v go >/dev/null 2>&1; then
+	(cd "$ROOT/scripts/chartcheck" && HELM="$HELM" go test -count=1 ./...) >&2 || fail "scripts/chartcheck: the typed render tests"
+else
+	fail "go is needed for scripts/chartcheck"
+fi
 
 if [ "$failures" != 0 ]; then
 	log "$failures check(s) failed"

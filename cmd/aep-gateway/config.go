@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ import (
 // config is everything the server binary is told, from flags and their
 // AEP_* environment twins.
 type config struct {
+	// UnknownEnv are AEP_ variables that name no flag (warned at start).
+	UnknownEnv []string
+
 	Listen               string
 	APIKeys              string
 	CursorKeys           string
@@ -72,6 +76,7 @@ type config struct {
 
 	MaxConnections            int
 	MaxConnectionsPerIP       int
+	TrustedProxies            string
 	IdleTimeout               time.Duration
 	ReadTimeout               time.Duration
 	MaxInflightBytesPerTenant int64
@@ -86,6 +91,7 @@ type config struct {
 	DedupWindow     time.Duration
 	DedupMaxEvents  int
 	ShutdownTimeout time.Duration
+	DrainDelay      time.Duration
 	LogFormat       string
 	LogLevel        string
 	AccessLogSample int
@@ -129,6 +135,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		fmt.Fprint(stderr, usageHeader)
 		fs.PrintDefaults()
 	}
+	defineFlags(fs, &c)
+	return c, parseFlags(fs, &c, args)
+}
+
+// defineFlags defines every flag of the gateway on fs, bound to c.
+func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
 	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
@@ -176,12 +188,13 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Int(&c.RateBurst, "rate-burst", 0, "token bucket size of --rate-limit: the largest burst, and so the largest batch, a tenant may send (0: one second's worth)")
 	fs.Int(&c.ReplayBuffer, "replay-buffer", 10000, "dialect R replay buffer, in events per session: a resume replays at most this many of the session's latest events the log holds (--topic-retention bounds it further); a position predating them gets replay-exhausted; advertised in discovery and hello; 0: no bound but retention (at most 100000)")
 	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
-	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R and in durable stream claims (AEP-Stream-Node), unique in the deployment (empty: random per process)")
+	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R and in durable stream claims (AEP-Stream-Node), unique among the running processes of the deployment; a restarted process may reuse its predecessor's, as the chart does with the pod name (empty: random per process)")
 	fs.Int(&c.MaxDurablePerTenant, "max-durable-subscriptions-per-tenant", 1000, "live durable subscriptions (POST /aep/subscriptions) one tenant may hold in the cluster; past it a create is answered 429 subscription_rejected (0: unbounded)")
 	fs.Bool(&c.ParkIdleStreams, "park-idle-streams", true, "hold idle SSE streams and WebSockets without a goroutine or net/http buffers (HTTP/1.x without TLS on Linux; docs/delivery.md, \"Parked SSE streams\"); false keeps a goroutine per stream")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
-	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; raise it, or 0, behind a proxy that connects from one address)")
+	fs.Int(&c.MaxConnectionsPerIP, "max-connections-per-ip", 512, "HTTP connections open at once from one client IP address (IPv6: one /64); past it a new connection gets 503 and is closed (0: unbounded; behind an Ingress or load balancer, list its addresses in --trusted-proxies)")
+	fs.String(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of proxies in front of the gateway (an Ingress controller, a load balancer): their connections count toward --max-connections but not --max-connections-per-ip, since many clients arrive through each")
 	fs.Duration(&c.IdleTimeout, "idle-timeout", 30*time.Second, "how long an idle keep-alive HTTP connection is kept open")
 	fs.Duration(&c.ReadTimeout, "read-timeout", 60*time.Second, "how long a request body (ingest, subscriptions, acks) may take to arrive; past it the read fails (ingest answers 408) and the connection is closed (0: no bound)")
 	fs.Int64(&c.MaxInflightBytesPerTenant, "max-inflight-bytes-per-tenant", 64<<20, "ingest request body bytes one tenant may have in flight on a node; past it 429 with the dialect's limit error (0: unbounded)")
@@ -191,6 +204,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.Duration(&c.DedupWindow, "dedup-window", dedup.DefaultTTL, "how long a node remembers an ingested event identity (tenant, source, id), to answer a retry with the first write's position instead of writing it again")
 	fs.Int(&c.DedupMaxEvents, "dedup-max-events", dedup.DefaultMax, "how many ingested event identities a node remembers at most (the oldest go first; 0: the default; -1: no idempotency window)")
 	fs.Duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.Duration(&c.DrainDelay, "drain-delay", 0, "on SIGTERM, keep serving this long with /readyz answering 503 (draining) before the listener closes, so that load balancers see the node leave before its connections are refused; then streams are told to resume elsewhere and in-flight requests get --shutdown-timeout (0: close at once)")
 	fs.String(&c.LogFormat, "log-format", "json", "log format: json or console (human-readable)")
 	fs.String(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.Int(&c.AccessLogSample, "access-log-sample", 1, "write one info-level access log line (request id, tenant, remote, route, status, bytes, latency) in every N requests; server errors are always written (0: none but server errors)")
@@ -208,20 +222,31 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	// No environment twin: an AEP_VERSION meant for something else must not
 	// turn the server into a version printer.
 	fs.FlagSet.BoolVar(&c.ShowVersion, "version", false, "print the version, VCS revision and Go version, and exit")
+}
 
+// parseFlags parses args into c (flags defined by defineFlags) and checks
+// the result.
+func parseFlags(fs *flagSet, c *config, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return err
 	}
+	c.UnknownEnv = fs.unknownEnv(os.Environ())
 	if len(fs.envErrs) > 0 {
-		return c, errors.Join(fs.envErrs...)
+		return errors.Join(fs.envErrs...)
 	}
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return c, c.validate()
+	return c.validate()
 }
 
 func (c config) validate() error {
+	if _, err := c.trustedProxies(); err != nil {
+		return err
+	}
+	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
+		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
 	}
@@ -370,4 +395,26 @@ func (c config) otlpEndpoint() string {
 		return c.OTLPEndpoint
 	}
 	return tracing.EnvEndpoint(os.Getenv)
+}
+
+// trustedProxies parses --trusted-proxies: addresses (a /32 or /128) and
+// CIDR prefixes.
+func (c config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(c.TrustedProxies, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxies %q: want an IP address or a CIDR prefix", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

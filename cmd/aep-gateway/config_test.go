@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +170,77 @@ func TestValidatePayloadsFlag(t *testing.T) {
 	}
 	if c, err = parseConfig([]string{"--validate-payloads=false"}, io.Discard); err != nil || c.ValidatePayloads {
 		t.Fatalf("command line must win: %v %v", c.ValidatePayloads, err)
+	}
+}
+
+// A misspelled AEP_ variable is reported with the name it is closest to;
+// the variables of flags are not; one far from every flag is reported
+// alone.
+func TestUnknownEnvironmentVariablesAreReported(t *testing.T) {
+	t.Setenv("AEP_KAFKA_BROKER", "b:9092")
+	t.Setenv("AEP_LOG_LEVEL", "debug")
+	t.Setenv("AEP_SOMETHING_ELSE_ENTIRELY", "1")
+	c, err := parseConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.UnknownEnv, "\n")
+	for _, want := range []string{"AEP_KAFKA_BROKER (did you mean AEP_KAFKA_BROKERS?)", "AEP_SOMETHING_ELSE_ENTIRELY"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("unknown variables %q, want %q among them", c.UnknownEnv, want)
+		}
+	}
+	if strings.Contains(got, "AEP_LOG_LEVEL") || strings.Contains(got, "ENTIRELY (did") {
+		t.Errorf("unknown variables %q", c.UnknownEnv)
+	}
+	if c.LogLevel != "debug" {
+		t.Errorf("AEP_LOG_LEVEL not applied: %q", c.LogLevel)
+	}
+}
+
+// Every flag is in README's configuration table (a flag missing there is a
+// flag an operator reading the README never learns about). Rows may
+// abbreviate siblings: `--kafka-tls-ca/-cert/-key`.
+func TestEveryFlagIsInTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README has no Configuration section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(--[a-z0-9-]+(?:/-[a-z0-9-]+)*)`").FindAllStringSubmatch(table, -1) {
+		parts := strings.Split(m[1], "/")
+		listed[parts[0]] = true
+		stem := parts[0][:strings.LastIndex(parts[0], "-")]
+		for _, p := range parts[1:] {
+			listed[stem+p] = true
+		}
+	}
+	fs := newFlagSet("x")
+	var c config
+	defineFlags(fs, &c)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !listed["--"+f.Name] {
+			t.Errorf("--%s is not in README's configuration table", f.Name)
+		}
+	})
+}
+
+func TestTrustedProxiesParse(t *testing.T) {
+	c, err := parseConfig([]string{"--trusted-proxies", "10.0.0.0/8, 192.168.1.7,::ffff:172.16.0.1,2001:db8::/32"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.trustedProxies()
+	want := "10.0.0.0/8 192.168.1.7/32 172.16.0.1/32 2001:db8::/32"
+	if s := fmt.Sprint(got); s != "["+want+"]" {
+		t.Fatalf("trusted proxies %v, want [%s]", got, want)
+	}
+	if _, err := parseConfig([]string{"--trusted-proxies", "ingress-nginx"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--trusted-proxies") {
+		t.Fatalf("a host name accepted: %v", err)
 	}
 }

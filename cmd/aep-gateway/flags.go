@@ -98,3 +98,53 @@ func (fs *flagSet) Float64(p *float64, name string, def float64, usage string) {
 	}
 	fs.Float64Var(p, name, def, fs.usage(name, usage))
 }
+
+// unknownEnv lists the variables of environ that look like the gateway's
+// (AEP_ and upper snake case) but name no flag, each with the flag variable
+// it is closest to when one is near (a misspelling): a typo such as
+// AEP_KAFKA_BROKER would otherwise be ignored without a word. They are
+// warned about, not refused: test harnesses and other tools in the same pod
+// use AEP_ variables of their own.
+func (fs *flagSet) unknownEnv(environ []string) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = true })
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "AEP_") || known[name] {
+			continue
+		}
+		best, bestD := "", 4 // suggest within 3 edits
+		for k := range known {
+			if d := editDistance(name, k); d < bestD || d == bestD && k < best {
+				best, bestD = k, d
+			}
+		}
+		if best != "" {
+			name += " (did you mean " + best + "?)"
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

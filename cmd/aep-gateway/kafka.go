@@ -52,7 +52,20 @@ func kafkaLogger(log zerolog.Logger) kgo.Logger {
 	if l.GetLevel() < zerolog.WarnLevel {
 		l = l.Level(zerolog.WarnLevel)
 	}
-	return kzerolog.New(&l)
+	return errorKey{kzerolog.New(&l)}
+}
+
+// errorKey renames franz-go's "err" key to "error", the key of every other
+// line of the gateway (zerolog's Err), so one query finds both.
+type errorKey struct{ kgo.Logger }
+
+func (l errorKey) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if keyvals[i] == "err" {
+			keyvals[i] = zerolog.ErrorFieldName
+		}
+	}
+	l.Logger.Log(level, msg, keyvals...)
 }
 
 func tlsConfig(c config) (*tls.Config, error) {

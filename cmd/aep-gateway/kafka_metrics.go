@@ -81,19 +81,22 @@ func (h *sharedHooks) OnClientClosed(cl *kgo.Client) {
 
 // sumBuffered replaces kprom's buffered_* gauges, which read the one client
 // they were created for, by gauges summing over the role's open clients.
-// Unregister finds kprom's collector by name and constant labels.
+// Unregister finds kprom's collector by its name and constant labels. Two of
+// kprom's gauges end in _total, which Prometheus reserves for counters
+// (promtool check metrics flags them); ours drop the suffix. Help strings
+// stay kprom's: the registry keeps a name's help after Unregister.
 func (h *sharedHooks) sumBuffered() {
 	for _, g := range []struct {
-		name, help string // kprom's, so that both roles' series agree
-		read       func(*kgo.Client) int64
+		kprom, name, help string
+		read              func(*kgo.Client) int64
 	}{
-		{"buffered_produce_records_total", "Total number of records buffered within the client ready to be produced", (*kgo.Client).BufferedProduceRecords},
-		{"buffered_produce_bytes", "Total number of bytes buffered within the client ready to be produced", (*kgo.Client).BufferedProduceBytes},
-		{"buffered_fetch_records_total", "Total number of records buffered within the client ready to be consumed", (*kgo.Client).BufferedFetchRecords},
-		{"buffered_fetch_bytes", "Total number of bytes buffered within the client ready to be consumed", (*kgo.Client).BufferedFetchBytes},
+		{"buffered_produce_records_total", "buffered_produce_records", "Total number of records buffered within the client ready to be produced", (*kgo.Client).BufferedProduceRecords},
+		{"buffered_produce_bytes", "buffered_produce_bytes", "Total number of bytes buffered within the client ready to be produced", (*kgo.Client).BufferedProduceBytes},
+		{"buffered_fetch_records_total", "buffered_fetch_records", "Total number of records buffered within the client ready to be consumed", (*kgo.Client).BufferedFetchRecords},
+		{"buffered_fetch_bytes", "buffered_fetch_bytes", "Total number of bytes buffered within the client ready to be consumed", (*kgo.Client).BufferedFetchBytes},
 	} {
+		h.reg.Unregister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: kafkaNamespace, Name: g.kprom, Help: g.help, ConstLabels: h.labels}, nil))
 		opts := prometheus.GaugeOpts{Namespace: kafkaNamespace, Name: g.name, Help: g.help, ConstLabels: h.labels}
-		h.reg.Unregister(prometheus.NewGaugeFunc(opts, nil))
 		h.reg.MustRegister(prometheus.NewGaugeFunc(opts, func() float64 {
 			h.mu.Lock()
 			defer h.mu.Unlock()

@@ -17,6 +17,10 @@ import (
 // gets a 503 and is closed, the open ones are served on. Accept errors
 // (a process out of descriptors) are backed off and logged, never fatal.
 func listenHTTP(cfg config, reg prometheus.Registerer, log zerolog.Logger) (*connlimit.Listener, error) {
+	proxies, err := cfg.trustedProxies() // checked by validate
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -36,7 +40,7 @@ func listenHTTP(cfg config, reg prometheus.Registerer, log zerolog.Logger) (*con
 		refused.WithLabelValues(r)
 	}
 	l = connlimit.New(ln, connlimit.Config{
-		Max: cfg.MaxConnections, MaxPerHost: cfg.MaxConnectionsPerIP,
+		Max: cfg.MaxConnections, MaxPerHost: cfg.MaxConnectionsPerIP, PerHostExempt: proxies,
 		Refusal:  httpRefusal,
 		OnRefuse: func(reason string) { refused.WithLabelValues(reason).Inc() },
 		OnAcceptError: func(err error, backoff time.Duration) {

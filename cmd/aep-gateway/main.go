@@ -53,6 +53,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	log := newLogger(cfg, stderr)
+	for _, name := range cfg.UnknownEnv {
+		log.Warn().Str("variable", name).Msg("unknown AEP_ environment variable ignored: no flag has this name (see --help)")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, cfg, log, stop); err != nil {
@@ -102,6 +105,14 @@ func loadAuth(cfg config) (*gateway.KeyStore, *gateway.JWTVerifier, error) {
 	return keys, jwt, nil
 }
 
+// logTimeFormat is RFC 3339 with milliseconds, in UTC.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func init() {
+	zerolog.TimeFieldFormat = logTimeFormat
+	zerolog.TimestampFunc = func() time.Time { return time.Now().UTC() }
+}
+
 func newLogger(cfg config, w io.Writer) zerolog.Logger {
 	if cfg.LogFormat == "console" {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
@@ -149,6 +160,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	ver, rev, _ := buildInfo()
 	stopTracing, err := tracing.Setup(ctx, tracing.Config{
 		Endpoint: cfg.otlpEndpoint(), ServiceName: cfg.OTelServiceName, ServiceVersion: ver, SampleRatio: cfg.TraceSampleRatio,
+		Logger: log,
 	})
 	if err != nil {
 		return err
@@ -334,6 +346,17 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	lc.add("http server", func(ctx context.Context) error {
 		srv.Drain() // /readyz answers 503 from now on
+		if cfg.DrainDelay > 0 {
+			// Still serving: load balancers polling /readyz take the node
+			// out before its listener closes (docs/operations.md).
+			log.Info().Dur("drain_delay", cfg.DrainDelay).Msg("draining: /readyz answers 503, still serving")
+			t := time.NewTimer(cfg.DrainDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
 		err := httpSrv.Shutdown(ctx)
 		<-serveErr
 		return err
@@ -351,8 +374,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	case <-ctx.Done():
 	}
 	stopSignals() // a second signal now kills the process
-	log.Info().Dur("timeout", cfg.ShutdownTimeout).Msg("shutting down: draining in-flight requests")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	log.Info().Dur("timeout", cfg.ShutdownTimeout).Dur("drain_delay", cfg.DrainDelay).Msg("shutting down: draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.DrainDelay+cfg.ShutdownTimeout)
 	defer cancel()
 	if err := lc.stop(sctx); err != nil {
 		return errors.Join(serveFailed, fmt.Errorf("shutdown: %w", err))

@@ -78,12 +78,31 @@ func TestKafkaClientErrorsAreLoggedWithTheirText(t *testing.T) {
 		if lvl := l["level"]; lvl != "warn" && lvl != "error" {
 			t.Errorf("kafka client logged at %v, want warn and above only: %v", lvl, l)
 		}
-		if e, ok := l["err"].(string); ok && strings.Contains(e, "connection refused") {
+		if _, ok := l["err"]; ok {
+			t.Errorf("kafka client line with key err, want error like every other line: %v", l)
+		}
+		if e, ok := l["error"].(string); ok && strings.Contains(e, "connection refused") {
 			found = true
 		}
 	}
 	if !found {
 		t.Fatalf("no kafka-client line with the dial error's text:\n%s", sink.buf.String())
+	}
+}
+
+// Log timestamps carry milliseconds: lines of one second stay in order
+// across pods and can be matched to traces.
+func TestLogTimestampsHaveMilliseconds(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(config{LogLevel: "info"}, &buf)
+	log.Info().Msg("x")
+	var l map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := l["time"].(string)
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z07:00", ts); err != nil {
+		t.Fatalf("time %q: %v", ts, err)
 	}
 }
 
@@ -124,6 +143,13 @@ func TestVersionFlagAndBuildInfo(t *testing.T) {
 // Extra flags are appended to the defaults.
 func startGateway(t *testing.T, extra ...string) string {
 	t.Helper()
+	base, _ := startGatewayLog(t, extra...)
+	return base
+}
+
+// startGatewayLog is startGateway that also returns the gateway's log.
+func startGatewayLog(t *testing.T, extra ...string) (string, *lockedLog) {
+	t.Helper()
 	cfg, err := parseConfig(append([]string{
 		"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--embedded-kafka-listen", "127.0.0.1:0",
 		"--topic-partitions", "2", "--log-level", "info",
@@ -150,7 +176,7 @@ func startGateway(t *testing.T, extra ...string) string {
 	for time.Now().Before(deadline) {
 		for _, l := range sink.lines() {
 			if l["message"] == "aep-gateway serving" {
-				return l["listen"].(string)
+				return l["listen"].(string), sink
 			}
 		}
 		select {
@@ -160,7 +186,7 @@ func startGateway(t *testing.T, extra ...string) string {
 		}
 	}
 	t.Fatalf("gateway did not start:\n%s", sink.buf.String())
-	return ""
+	return "", nil
 }
 
 func do(t *testing.T, method, url, contentType, body string, hdr ...string) *http.Response {
@@ -467,7 +493,7 @@ func TestKafkaClientMetricsShareOneRole(t *testing.T) {
 		}
 		cl.Produce(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}, nil)
 	}
-	const name = "aep_kafka_buffered_produce_records_total"
+	const name = "aep_kafka_buffered_produce_records"
 	if got := gaugeValue(t, reg, name, "consumer"); got != 5 {
 		t.Fatalf("%s = %v with 3 + 2 buffered, want 5", name, got)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +131,7 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 	recv := &otlpReceiver{}
 	collector := httptest.NewServer(recv)
 	defer collector.Close()
-	base := startGateway(t, "--otlp-endpoint", collector.URL)
+	base, logs := startGatewayLog(t, "--otlp-endpoint", collector.URL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -218,8 +219,15 @@ func TestTraceFollowsOneEventFromIngestToTwoStreams(t *testing.T) {
 
 	// request -> event -> publish -> receive -> deliver, one trace.
 	req := ts.parent(ingest)
-	if req == nil || req.GetName() != "POST /aep/events" || req.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+	if req == nil || req.GetName() != "POST /aep/events" || req.GetKind() != tracepb.Span_SPAN_KIND_SERVER || attr(req, "http.route") != "/aep/events" {
 		t.Fatalf("the event's ingest span's parent is %v, want the POST /aep/events server span", req)
+	}
+	// The request's access log line leads to its trace.
+	traceID := hex.EncodeToString(req.GetTraceId())
+	if !slices.ContainsFunc(logs.lines(), func(l map[string]any) bool {
+		return l["message"] == "request" && l["route"] == "/aep/events" && l["trace_id"] == traceID
+	}) {
+		t.Errorf("no access log line for POST /aep/events with trace_id %s", traceID)
 	}
 	streamsSeen := map[string]int{}
 	for _, d := range ts.named("aep.deliver") {

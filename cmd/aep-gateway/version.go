@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-gateway/aep-gateway/internal/buildinfo"
 )
 
 // version and revision are stamped at build time:
@@ -14,33 +14,18 @@ import (
 //
 // (make build and the Dockerfile do). Empty, they fall back to what the Go
 // toolchain recorded in the binary: the module version of a `go install
-// ...@vX` build and the VCS revision of a build in a checkout.
+// ...@vX` build (else VERSION's release) and the VCS revision of a build in a
+// checkout.
 var (
 	version  string
 	revision string
 )
 
 // buildInfo returns the binary's version, VCS revision and Go version, never
-// empty ("unknown" when nothing recorded them).
+// empty (the VERSION release for an unstamped build from a checkout).
 func buildInfo() (ver, rev, goVersion string) {
-	ver, rev, goVersion = version, revision, runtime.Version()
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if ver == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			ver = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && rev == "" {
-				rev = s.Value
-			}
-		}
-	}
-	if ver == "" {
-		ver = "unknown"
-	}
-	if rev == "" {
-		rev = "unknown"
-	}
-	return ver, rev, goVersion
+	in := buildinfo.Read(version, revision)
+	return in.Version, in.Revision, in.GoVersion
 }
 
 func versionLine() string {

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -215,5 +218,45 @@ func TestJSONOutputAndProgress(t *testing.T) {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("bench progress lacks %q:\n%s", want, errb.String())
 		}
+	}
+}
+
+// Under --output json an error is one JSON object on stderr (it was text),
+// with the gateway's status and code when it answered; text mode keeps the
+// "aepctl: " line.
+func TestErrorsAreJSONUnderOutputJSON(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":"not_found","detail":"no subscription sub_x"}`)
+	}))
+	defer hs.Close()
+	for _, args := range [][]string{
+		{"subscriptions", "get", "sub_x", "-o", "json", "--url", hs.URL},
+		{"subscriptions", "get", "sub_x", "--output=json", "--url", hs.URL},
+		{"publish", "/nonexistent/aepctl-test", "--output", "json"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, strings.NewReader(""), &out, &errb); code != exitFailed {
+			t.Fatalf("%v: exit %d, want %d", args, code, exitFailed)
+		}
+		var got struct {
+			Error struct {
+				Message string `json:"message"`
+				Status  int    `json:"status"`
+				Code    string `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(errb.Bytes(), &got); err != nil || got.Error.Message == "" {
+			t.Fatalf("%v: stderr %q is not a JSON error (%v)", args, errb.String(), err)
+		}
+		if args[0] == "subscriptions" && (got.Error.Status != 404 || got.Error.Code == "") {
+			t.Errorf("%v: %+v, want status 404 and the gateway's code", args, got.Error)
+		}
+	}
+	var errb bytes.Buffer
+	run(context.Background(), []string{"subscriptions", "get", "sub_x", "--url", hs.URL}, strings.NewReader(""), io.Discard, &errb)
+	if !strings.HasPrefix(errb.String(), "aepctl: ") {
+		t.Fatalf("text mode stderr %q", errb.String())
 	}
 }

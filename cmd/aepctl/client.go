@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 )
@@ -52,18 +53,27 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-// backoff is the wait before attempt n+1 (n counts from 1): Base·2^(n-1)
-// capped at Max, with ±20% jitter; a Retry-After from the server wins when
-// it is longer, still capped at Max.
-func (p RetryPolicy) backoff(n int, retryAfter time.Duration) time.Duration {
-	d := p.Base
-	for i := 1; i < n && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// retryWaits are the waits of one request's retries: github.com/cenkalti/
+// backoff's exponential backoff, Base·2^(n-1) before attempt n+1, capped at
+// Max, with ±20% jitter.
+type retryWaits struct {
+	b   *backoff.ExponentialBackOff
+	max time.Duration
+}
+
+func (p RetryPolicy) waits() retryWaits {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.Multiplier, b.RandomizationFactor = p.Base, p.Max, 2, 0.2
+	b.Reset()
+	return retryWaits{b: b, max: p.Max}
+}
+
+// next is the wait before the next attempt; a Retry-After from the server
+// wins when it is longer, capped at Max too.
+func (w retryWaits) next(retryAfter time.Duration) time.Duration {
+	d := w.b.NextBackOff()
 	if retryAfter > d {
-		d = min(retryAfter, p.Max)
+		d = min(retryAfter, w.max)
 	}
 	return d
 }
@@ -153,17 +163,19 @@ func (c *Client) Send(ctx context.Context, d aep.Dialect, body []byte, n int) (R
 // a retryable 429 (rate limited; Retry-After is honoured up to
 // c.Retry.Max) or the connection failed, up to c.Retry.Attempts. Other 4xx
 // answers are never retried. Resending is safe
-// because the events carry their ids (the gateway does not dedupe; consumers
-// do, on the id). onRetry, when not nil, is told about each retry.
+// because the events carry their ids: the gateway answers a retry of an event
+// it wrote within its idempotency window with the first write's position
+// (docs/operations.md §7), and consumers dedupe on the id. onRetry, when not nil, is told about each retry.
 func (c *Client) SendRetry(ctx context.Context, d aep.Dialect, body []byte, n int, onRetry func(attempt int, res Result, err error, wait time.Duration)) (Result, error) {
 	p := c.Retry.withDefaults()
+	waits := p.waits()
 	for attempt := 1; ; attempt++ {
 		res, err := c.Send(ctx, d, body, n)
 		res.Attempts = attempt
 		if !retryable(res, err) || attempt >= p.Attempts || ctx.Err() != nil {
 			return res, err
 		}
-		wait := p.backoff(attempt, res.RetryAfter)
+		wait := waits.next(res.RetryAfter)
 		if onRetry != nil {
 			onRetry(attempt, res, err, wait)
 		}

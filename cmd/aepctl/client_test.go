@@ -70,8 +70,12 @@ func TestBackoff(t *testing.T) {
 	}
 	for _, tc := range tests {
 		for range 20 {
-			if d := p.backoff(tc.n, tc.retryAfter); d < tc.lo || d > tc.hi {
-				t.Fatalf("backoff(%d, %v) = %v, want in [%v, %v]", tc.n, tc.retryAfter, d, tc.lo, tc.hi)
+			w := p.waits()
+			for range tc.n - 1 {
+				w.next(0)
+			}
+			if d := w.next(tc.retryAfter); d < tc.lo || d > tc.hi {
+				t.Fatalf("wait %d (Retry-After %v) = %v, want in [%v, %v]", tc.n, tc.retryAfter, d, tc.lo, tc.hi)
 			}
 		}
 	}

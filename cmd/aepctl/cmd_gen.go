@@ -44,9 +44,9 @@ func cmdGen(args []string, stdout, stderr io.Writer) error {
 			buf = append(buf, ',')
 		}
 		buf, _ = g.Next(buf)
-		bw.Write(buf)
+		_, _ = bw.Write(buf) // bufio keeps the first error: Flush returns it
 		buf = buf[:0]
 	}
-	bw.WriteString("]\n")
+	_, _ = bw.WriteString("]\n")
 	return bw.Flush()
 }

@@ -156,3 +156,29 @@ func FuzzSSEReader(f *testing.F) {
 		}
 	})
 }
+
+// A bare host:port is read as http://host:port (it was "first path segment
+// in URL cannot contain colon"); other schemes and hostless URLs are
+// refused with the reason.
+func TestGatewayURLForms(t *testing.T) {
+	for _, c := range []struct{ in, want, err string }{
+		{"127.0.0.1:18080", "http://127.0.0.1:18080", ""},
+		{"localhost:8080/", "http://localhost:8080", ""},
+		{"https://gw.example.com/base/", "https://gw.example.com/base", ""},
+		{"http://[::1]:8080", "http://[::1]:8080", ""},
+		{"ftp://x:21", "", "scheme must be http or https"},
+		{"http://", "", "no host"},
+		{"http://h:1/?a=b", "", "no query"},
+	} {
+		got, err := gatewayURL(c.in)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("gatewayURL(%q) = %q, %v, want an error with %q", c.in, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("gatewayURL(%q) = %q, %v, want %q", c.in, got, err, c.want)
+		}
+	}
+}

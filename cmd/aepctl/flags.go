@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -157,11 +158,38 @@ func (c *connFlags) resolve() error {
 	if err != nil {
 		return err
 	}
-	c.url = firstNonEmpty(pick(set["url"], c.url), os.Getenv(envURL), prof.URL, defaultURL)
+	c.url, err = gatewayURL(firstNonEmpty(pick(set["url"], c.url), os.Getenv(envURL), prof.URL, defaultURL))
+	if err != nil {
+		return err
+	}
 	if !set["token"] { // an explicit --token "" means no token
 		c.token = firstNonEmpty(os.Getenv(envToken), prof.Token)
 	}
 	return nil
+}
+
+// gatewayURL checks a gateway base URL: a bare host:port (127.0.0.1:8080,
+// localhost:8080) means http://host:port, as curl reads it; otherwise the
+// scheme must be http or https and the URL must name a host.
+func gatewayURL(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("gateway URL %q: %w", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("gateway URL %q: the scheme must be http or https", raw)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("gateway URL %q: no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("gateway URL %q: a base URL has no query or fragment", raw)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
 func pick(set bool, v string) string {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -102,10 +103,36 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "aepctl: unknown command %q\n\n%s", args[0], topUsage)
 		return exitUsage
 	}
-	return exitCode(err, stderr)
+	return exitCode(err, stderr, jsonOutput(args[1:]))
 }
 
-func exitCode(err error, stderr io.Writer) int {
+// jsonOutput reports whether args ask for --output json (-o json,
+// --output=json, ...): errors are then written as JSON too, so a script
+// that reads JSON never has to parse text.
+func jsonOutput(args []string) bool {
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || (name != "o" && name != "output") {
+			continue
+		}
+		if !hasVal && i+1 < len(args) {
+			val = args[i+1]
+		}
+		if val == "json" {
+			return true
+		}
+	}
+	return false
+}
+
+// exitCode maps err to the exit code and writes the errors no other output
+// reported: "aepctl: ..." on stderr, or with jsonOut one JSON object,
+// {"error":{"message", "status", "code"}} (status and code when the
+// gateway answered with an error).
+func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
@@ -117,8 +144,19 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitNack
 	case errors.Is(err, errTimedOut):
 		return exitTimeout
-	default:
+	}
+	if !jsonOut {
 		fmt.Fprintf(stderr, "aepctl: %v\n", err)
 		return exitFailed
 	}
+	e := map[string]any{"message": err.Error()}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		e["status"] = apiErr.Status
+		if apiErr.Code != "" {
+			e["code"] = apiErr.Code
+		}
+	}
+	_ = writeJSONLine(stderr, map[string]any{"error": e})
+	return exitFailed
 }

@@ -82,6 +82,9 @@ func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, o
 		if len(line) > 0 || tooLong {
 			p.add(ctx, lineNo, line, tooLong)
 		}
+		if p.refused != nil {
+			break
+		}
 		if err == io.EOF {
 			break
 		}
@@ -93,10 +96,15 @@ func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, o
 			return p.sum, ctx.Err()
 		}
 	}
-	p.flush(ctx)
+	if p.refused == nil {
+		p.flush(ctx)
+	}
 	p.progress(true)
 	fmt.Fprintf(out, "total: %d events, %d accepted, %d rejected, %d failed, %d batches, %d requests\n",
 		p.sum.Events, p.sum.Accepted, p.sum.Rejected, p.sum.Failed, p.sum.Batches, p.sum.Requests)
+	if p.refused != nil {
+		return p.sum, p.refused
+	}
 	if p.sum.Rejected > 0 || p.sum.Failed > 0 {
 		return p.sum, errRejected
 	}
@@ -138,6 +146,11 @@ type publisher struct {
 	lines   [][]byte
 	nos     []int // file line number of each line
 	size    int
+
+	// refused is set when the gateway refused the credential (401, 403):
+	// no event was judged, and the next batches would be refused alike,
+	// so publishing stops.
+	refused error
 }
 
 func (p *publisher) add(ctx context.Context, no int, line []byte, tooLong bool) {
@@ -193,13 +206,17 @@ func (p *publisher) flush(ctx context.Context) {
 	lines, nos := p.lines, p.nos
 	p.lines, p.nos, p.size = nil, nil, 0
 	pol := p.c.Retry.withDefaults()
+	waits := pol.waits()
 	for round := 1; ; round++ {
 		retry := p.send(ctx, lines, nos)
+		if p.refused != nil {
+			return
+		}
 		if len(retry) == 0 || round >= pol.Attempts || ctx.Err() != nil {
 			p.sum.Failed += len(retry)
 			return
 		}
-		wait := pol.backoff(round, 0)
+		wait := waits.next(0)
 		fmt.Fprintf(p.errw, "retrying %d retryable events in %v\n", len(retry), wait.Round(time.Millisecond))
 		if !sleepCtx(ctx, wait) {
 			p.sum.Failed += len(retry)
@@ -227,6 +244,13 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 		fmt.Fprintf(p.errw, "%s: attempt %d: %s; retrying in %v\n", span, attempt, failureText(res, err), wait.Round(time.Millisecond))
 	})
 	p.sum.Requests++
+	if err == nil && (res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden) {
+		// The request was refused, not its events: they are neither
+		// accepted nor rejected, and publishing stops.
+		p.refused = &APIError{Status: res.Status, Code: res.Code, Message: res.Detail}
+		fmt.Fprintf(p.out, "%s: %s; stopped: the gateway refused the credential\n", span, failureText(res, nil))
+		return nil
+	}
 	if err != nil || res.Retryable {
 		p.sum.Accepted += res.Accepted
 		p.sum.Failed += len(lines) - res.Accepted

@@ -201,13 +201,20 @@ func TestPublishNeverRetries4xx(t *testing.T) {
 	}))
 	defer hs.Close()
 	var out, errb bytes.Buffer
+	// Two batches: the refused credential stops publishing after the first
+	// request, and its events are not counted as rejected (no event was
+	// judged).
 	sum, err := Publish(context.Background(), &Client{BaseURL: hs.URL, Token: "nope", Retry: fastRetry},
-		strings.NewReader(genLines(t, aep.DialectR, 3)), PublishOptions{}, &out, &errb)
-	if !errors.Is(err, errRejected) || hits.Load() != 1 || sum.Rejected != 3 {
-		t.Fatalf("err %v, hits %d, rejected %d; want errRejected, 1, 3", err, hits.Load(), sum.Rejected)
+		strings.NewReader(genLines(t, aep.DialectR, 3)), PublishOptions{Batch: 2}, &out, &errb)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized || apiErr.Code != "unauthorized" || hits.Load() != 1 {
+		t.Fatalf("err %v, hits %d; want the 401 as an APIError after 1 request", err, hits.Load())
 	}
-	if !strings.Contains(errb.String(), "unauthorized: unknown API key") {
-		t.Fatalf("stderr: %s", errb.String())
+	if sum.Rejected != 0 || sum.Accepted != 0 || sum.Failed != 0 {
+		t.Fatalf("summary %+v: a refused credential counted events", sum)
+	}
+	if !strings.Contains(err.Error(), "unknown API key") || !strings.Contains(out.String(), "refused the credential") {
+		t.Fatalf("err %v, stdout: %s", err, out.String())
 	}
 }
 

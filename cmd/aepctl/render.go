@@ -43,14 +43,14 @@ type printer struct {
 func (p *printer) print(it item, v *eventView) {
 	switch p.format {
 	case "ndjson":
-		p.w.Write(append(bytes.TrimSpace(it.Data), '\n'))
+		_, _ = p.w.Write(append(bytes.TrimSpace(it.Data), '\n')) // stdout: a failed write shows as the reader's error
 	case "json":
 		b, _ := json.Marshal(struct {
 			Event string          `json:"event"`
 			ID    string          `json:"id,omitempty"`
 			Data  json.RawMessage `json:"data"`
 		}{it.Type, it.ID, json.RawMessage(bytes.TrimSpace(it.Data))})
-		p.w.Write(append(b, '\n'))
+		_, _ = p.w.Write(append(b, '\n'))
 	default:
 		fmt.Fprintln(p.w, prettyLine(it, v, p.width))
 	}

@@ -135,8 +135,8 @@ func refused(err error) bool {
 // tailEnd turns the error that ended a stream into the command's outcome.
 func tailEnd(parent, ctx context.Context, err error, opt TailOptions, n int) error {
 	switch {
-	case parent.Err() != nil: // Ctrl-C
-		return nil
+	case parent.Err() != nil: // Ctrl-C: a clean end, whatever the stream said
+		return nil //nolint:nilerr // err is the interrupted read
 	case ctx.Err() != nil: // --timeout
 		if opt.Count > 0 && n < opt.Count {
 			return fmt.Errorf("%w: %d of %d in %v", errIncomplete, n, opt.Count, opt.Timeout)

@@ -196,8 +196,8 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
-			p.wg.Go(func() { io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { io.Copy(c, u); c.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(u, c); u.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(c, u); c.Close() })
 		}
 	})
 	t.Cleanup(func() { ln.Close(); p.cut(); p.wg.Wait() })

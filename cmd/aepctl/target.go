@@ -170,7 +170,7 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 		T                                json.RawMessage
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil
+		return nil //nolint:nilerr // a frame that is not JSON is not for the target: skipped
 	}
 	switch {
 	case f.Type == "ping":
@@ -183,7 +183,7 @@ func (t *Target) handle(ctx context.Context, b []byte) error {
 	}
 	var cmd command
 	if err := json.Unmarshal(b, &cmd); err != nil || cmd.ID == "" || cmd.Session != t.opt.Session {
-		return nil
+		return nil //nolint:nilerr // not a command for this session: skipped
 	}
 	key := cmd.Source + "\x00" + cmd.ID
 	t.mu.Lock()

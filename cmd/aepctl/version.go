@@ -3,7 +3,8 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
+
+	"github.com/aep-gateway/aep-gateway/internal/buildinfo"
 )
 
 // version is set at build time:
@@ -11,37 +12,21 @@ import (
 //	go build -ldflags "-X main.version=v1.2.3" ./cmd/aepctl
 //
 // Without it, the module version and VCS revision recorded by the Go
-// toolchain are used.
+// toolchain are used, and VERSION's release for a build from a checkout.
 var version = ""
 
 // versionString is what --version prints.
 func versionString() string {
-	v, rev, modified := version, "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v == "" && bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	s := "aepctl " + v
-	if rev != "" {
+	in := buildinfo.Read(version, "")
+	s := "aepctl " + in.Version
+	if rev := in.Revision; rev != "unknown" {
 		if len(rev) > 12 {
 			rev = rev[:12]
 		}
 		s += " " + rev
-		if modified {
+		if in.Modified {
 			s += "+dirty"
 		}
 	}
-	return fmt.Sprintf("%s %s %s/%s", s, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%s %s %s/%s", s, in.GoVersion, runtime.GOOS, runtime.GOARCH)
 }

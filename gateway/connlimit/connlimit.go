@@ -11,6 +11,7 @@ package connlimit
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -30,6 +31,11 @@ type Config struct {
 	// MaxPerHost is the most connections open at once from one client IP
 	// address (IPv6: one /64 prefix). Zero means unbounded.
 	MaxPerHost int
+	// PerHostExempt are the addresses MaxPerHost does not apply to: the
+	// trusted proxies (an Ingress controller, a load balancer) through
+	// which many clients arrive from a few addresses. Their connections
+	// still count toward Max.
+	PerHostExempt []netip.Prefix
 	// Refusal, when set, gives the bytes written to a connection refused
 	// for reason before it is closed (for HTTP, a complete 503 response).
 	// They are written with a one-second deadline from a bounded set of
@@ -103,6 +109,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		backoff = 0
 		host := hostOf(c.RemoteAddr())
+		if l.exempt(c.RemoteAddr()) {
+			host = "" // counted toward Max only
+		}
 		if reason := l.admit(host); reason != "" {
 			l.refuse(c, reason)
 			continue
@@ -111,12 +120,39 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit counts a new connection from host, or returns why it may not open.
+// exempt reports whether a is in Config.PerHostExempt.
+func (l *Listener) exempt(a net.Addr) bool {
+	if len(l.cfg.PerHostExempt) == 0 {
+		return false
+	}
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip, ok := netip.AddrFromSlice(ta.IP)
+	if !ok {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range l.cfg.PerHostExempt {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit counts a new connection from host (the empty host: one exempt
+// from MaxPerHost), or returns why it may not open.
 func (l *Listener) admit(host string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cfg.Max > 0 && l.open >= l.cfg.Max {
 		return ReasonGlobal
+	}
+	if host == "" {
+		l.open++
+		return ""
 	}
 	if l.cfg.MaxPerHost > 0 && l.byHost[host] >= l.cfg.MaxPerHost {
 		return ReasonPerHost
@@ -130,6 +166,9 @@ func (l *Listener) release(host string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
+	if host == "" {
+		return
+	}
 	if n := l.byHost[host] - 1; n > 0 {
 		l.byHost[host] = n
 	} else {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -194,5 +195,47 @@ func TestHostOfGroupsIPv6By64(t *testing.T) {
 		if got := hostOf(a); got != want {
 			t.Errorf("%s: %s, want %s", addr, got, want)
 		}
+	}
+}
+
+// Connections from an exempt proxy address are not held to MaxPerHost (many
+// clients arrive through it) but count toward Max; other addresses keep
+// their per-host cap, and an exempt connection's slot is given back.
+func TestPerHostExemptProxies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(ln, Config{Max: 5, MaxPerHost: 1, PerHostExempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.8/30")}})
+	serveEcho(t, l)
+	addr := ln.Addr().String()
+	var proxied []net.Conn
+	for range 4 {
+		c := dialFrom(t, "127.0.0.9", addr)
+		if !alive(c) {
+			t.Fatal("a proxy's connection refused under the global cap")
+		}
+		proxied = append(proxied, c)
+	}
+	if !alive(dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a client's first connection refused")
+	}
+	if alive(dialFrom(t, "127.0.0.9", addr)) {
+		t.Fatal("a proxy's sixth connection served past Max=5")
+	}
+	proxied[0].Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for l.Open() != 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !alive(dialFrom(t, "127.0.0.10", addr)) {
+		t.Fatal("an exempt connection's slot was not given back")
+	}
+	proxied[1].Close() // room under Max again: only MaxPerHost can refuse now
+	for l.Open() != 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if alive(dialFrom(t, "127.0.0.2", addr)) {
+		t.Fatal("a non-exempt client's second connection served past MaxPerHost=1")
 	}
 }

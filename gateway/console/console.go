@@ -33,7 +33,8 @@ var page = template.Must(template.ParseFS(static, "static/index.html"))
 
 // Handler serves the console at the root of where it is mounted (use
 // http.StripPrefix): "/" is the page, "/console.js", "/stream.js" and
-// "/console.css" its assets. Only GET and HEAD are served.
+// "/console.css" and "/favicon.svg" (the page names its icon, so a browser
+// does not ask the gateway's root for /favicon.ico) its assets. Only GET and HEAD are served.
 func Handler() http.Handler {
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
@@ -54,7 +55,7 @@ func Handler() http.Handler {
 		switch p := path.Clean("/" + r.URL.Path); p {
 		case "/", "/index.html":
 			servePage(w, r)
-		case "/console.js", "/stream.js", "/panels.js", "/console.css":
+		case "/console.js", "/stream.js", "/panels.js", "/console.css", "/favicon.svg":
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = p
 			files.ServeHTTP(w, r2)

@@ -44,7 +44,7 @@ func TestHandlerServesThePageAndItsAssets(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("page: %d %v", resp.StatusCode, resp.Header)
 	}
-	for _, want := range []string{`src="console.js?access_token=k%2by%26z"`, `href="console.css?access_token=k%2by%26z"`, `id="events"`, `id="subscriptions"`, `id="health"`, `id="sessions"`, `id="dead-letters"`} {
+	for _, want := range []string{`src="console.js?access_token=k%2by%26z"`, `href="console.css?access_token=k%2by%26z"`, `href="favicon.svg?access_token=k%2by%26z"`, `id="events"`, `id="subscriptions"`, `id="health"`, `id="sessions"`, `id="dead-letters"`} {
 		if !strings.Contains(strings.ToLower(body), strings.ToLower(want)) {
 			t.Errorf("page lacks %s", want)
 		}
@@ -60,7 +60,7 @@ func TestHandlerServesThePageAndItsAssets(t *testing.T) {
 	if _, body := get(t, hs.URL+"/console/?x=%22%3E%3Cscript%3E"); strings.Contains(body, "<script>") {
 		t.Errorf("page reflects the query")
 	}
-	for path, ctype := range map[string]string{"/console/console.js": "javascript", "/console/stream.js": "javascript", "/console/panels.js": "javascript", "/console/console.css": "text/css"} {
+	for path, ctype := range map[string]string{"/console/console.js": "javascript", "/console/stream.js": "javascript", "/console/panels.js": "javascript", "/console/console.css": "text/css", "/console/favicon.svg": "image/svg+xml"} {
 		resp, body := get(t, hs.URL+path)
 		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), ctype) || len(body) < 100 {
 			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -179,7 +179,7 @@ func (n *nodeRun) next() string {
 }
 
 // goOn unblocks the script's next wait for a line on stdin.
-func (n *nodeRun) goOn() { io.WriteString(n.stdin, "go\n") }
+func (n *nodeRun) goOn() { _, _ = io.WriteString(n.stdin, "go\n") }
 
 // publish posts NDJSON events of dialect d ("d" or "r") with the key.
 func publish(t *testing.T, base, key, d string, events ...string) {
@@ -343,7 +343,7 @@ class El {
   text() { return this.children.map((c) => c.textContent).join("|"); }
 }
 const els = {};
-for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh"]) els[id] = new El("x");
+for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh", "search", "sub-form", "sub-body", "sub-create"]) els[id] = new El("x");
 for (const id of ["events", "subscriptions", "sessions", "dead-letters"]) els[id].tBodies = [new El("tbody")];
 els.dialect.value = "d";
 els.filter.value = "types=task.*&session_id=sess_dom";

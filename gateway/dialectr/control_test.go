@@ -250,14 +250,23 @@ func TestControlRefusedWithoutAuthOrByPolicy(t *testing.T) {
 
 // A claim whose node died (never renewed, never deleted) leaves the
 // roster at its expiry, and a live node deletes it from the compacted
-// presence topic a few TTLs later.
+// presence topic a few TTLs later. That holds too for a claim of an
+// earlier process under this node's own id (a restarted container keeps
+// its pod name as --node-id): it is not mistaken for one of this
+// process's claims and left in the topic forever.
 func TestStaleClaimExpiresAndIsDeleted(t *testing.T) {
+	for _, node := range []string{"node-gone", "node-0"} {
+		t.Run(node, func(t *testing.T) { testStaleClaim(t, node) })
+	}
+}
+
+func testStaleClaim(t *testing.T, node string) {
 	nodes := newNodes(t, 1, func(_ int, c *dialectr.Config) { c.PresenceTTL = 300 * time.Millisecond })
 	topic := "aep.default.events.presence"
 	w := nodes[0].dialWS(consumerHello)
 	eventually(t, w, nil) // the presence topic exists and is followed
-	key := "s-dead\x00node-gone/1"
-	val := fmt.Sprintf(`{"session":"s-dead","agent":"x","node":"node-gone","expires":%d}`, time.Now().Add(time.Second).UnixMilli())
+	key := "s-dead\x00" + node + "/1"
+	val := fmt.Sprintf(`{"session":"s-dead","agent":"x","node":%q,"expires":%d}`, node, time.Now().Add(time.Second).UnixMilli())
 	if err := nodes[0].cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(val)}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -334,9 +334,12 @@ func (p *presence) apply(r *kgo.Record) {
 		len(rec.Agent) > MaxIdentityBytes || len(rec.Instance) > MaxIdentityBytes {
 		return
 	}
-	if rec.Node == p.rl.nodeID {
-		return // this node's own claims are p.local
+	if _, mine := p.local[key]; mine && rec.Node == p.rl.nodeID {
+		return // this process's own claims are p.local
 	}
+	// A claim under this node's id that this process does not hold is an
+	// earlier process's (a restarted pod keeps its name as --node-id): it
+	// is held like any other node's, expires and is deleted when stale.
 	p.remote[key] = &claim{key: key, rec: rec, accepts: declaredAccepts(rec.Control)}
 }
 
@@ -407,6 +410,7 @@ func (p *presence) add(conn *wsConn, session string) {
 		Node: p.rl.nodeID, NoControl: !p.rl.cfg.Authenticated,
 	}}
 	p.local[key] = c
+	delete(p.remote, key) // an earlier process's claim under the same key: this one replaces it
 	p.mu.Unlock()
 	p.publish(context.Background(), c)
 }

@@ -161,7 +161,7 @@ func TestDurableJournalSetupPerTenant(t *testing.T) {
 	}
 	cancelSlow()
 	select {
-	case <-slowDone:
+	case <-slowDone: //nolint:errcheck // only its end matters here
 	case <-time.After(10 * time.Second):
 		t.Fatal("the slow setup did not end with its context")
 	}

@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -25,40 +24,15 @@ const (
 	AttrAttempt      = attribute.Key("aep.delivery.attempt")
 	AttrSubscription = attribute.Key("aep.subscription")
 	AttrOutcome      = attribute.Key("aep.ack.outcome")
-	AttrPartition    = attribute.Key("messaging.destination.partition.id")
-	AttrOffset       = attribute.Key("messaging.kafka.offset")
+	// The record's partition and offset under the names franz-go's kotel
+	// gives them on the Kafka receive span (semantic conventions v1.18),
+	// so that one attribute finds a record in every span of its trace.
+	AttrPartition = attribute.Key("messaging.kafka.source.partition")
+	AttrOffset    = attribute.Key("messaging.kafka.message.offset")
 )
 
 // noop is the span every helper hands out while tracing is off.
 var noop = trace.SpanFromContext(context.Background())
-
-// StartRequest starts the server span of an HTTP ingest request, named
-// name (the route), the child of the request's own traceparent header when
-// it has a valid one. The span ends with End; record the status with
-// EndHTTP.
-func StartRequest(r *http.Request, name string) (context.Context, trace.Span) {
-	st := cur.Load()
-	if st == nil {
-		return r.Context(), noop
-	}
-	ctx := st.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return st.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", name)))
-}
-
-// EndHTTP records an HTTP response status on span and ends it: 5xx is an
-// error, as OpenTelemetry's HTTP conventions say for server spans.
-func EndHTTP(span trace.Span, status int) {
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	span.SetAttributes(attribute.Int("http.response.status_code", status))
-	if status >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(status))
-	}
-	span.End()
-}
 
 // StartMessage starts the span of one WebSocket ingest message of n events.
 func StartMessage(ctx context.Context, dialect, tenant string, n int) (context.Context, trace.Span) {

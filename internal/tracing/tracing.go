@@ -20,8 +20,11 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/go-logr/logr"
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kotel"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -50,6 +53,10 @@ type Config struct {
 	// whose parent (a traceparent header or an event's own traceparent)
 	// says sampled or not follows its parent.
 	SampleRatio float64
+	// Logger receives OpenTelemetry's own errors and diagnostics (a failed
+	// export, a dropped span), as JSON lines like every other; the zero
+	// Logger discards them.
+	Logger zerolog.Logger
 }
 
 // EnvEndpoint reports the OTLP endpoint the standard environment
@@ -91,6 +98,13 @@ func Setup(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	if cur.Load() != nil {
 		return nil, errors.New("tracing: already set up")
 	}
+	// OpenTelemetry's global error handler and logger default to plain text
+	// on standard error; route both into the gateway's JSON log.
+	olog := cfg.Logger.With().Str("component", "otel").Logger()
+	otel.SetLogger(logr.FromSlogHandler(zerolog.NewSlogHandler(olog)))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		olog.Warn().Err(err).Msg("tracing: OpenTelemetry error")
+	}))
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("tracing: OTLP endpoint %q is not an http(s) URL", cfg.Endpoint)

@@ -1,11 +1,18 @@
 package tracing
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -17,15 +24,12 @@ func TestOffCostsNoAllocation(t *testing.T) {
 	ctx := context.Background()
 	raw := []byte(`{"aep":"0.1","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`)
 	rec := &kgo.Record{Topic: "t", Context: ctx}
-	req := httptest.NewRequest("POST", "/events", nil)
 	var d Deliveries
 	allocs := testing.AllocsPerRun(100, func() {
 		_, s := StartEvent(ctx, raw, "R", "acme", "id", "type")
 		EndError(s, errors.ErrUnsupported)
 		_, s = StartMessage(ctx, "R", "acme", 1)
 		s.End()
-		_, s = StartRequest(req, "POST /events")
-		EndHTTP(s, 200)
 		d.Start(rec, "sse", "acme", 1, 0)
 		d.End(true)
 		Ack(rec, "g", "applied")
@@ -79,4 +83,50 @@ func TestSetupRefusesBadConfigAndStaysOffWithoutEndpoint(t *testing.T) {
 	if err := stop(context.Background()); err != nil {
 		t.Fatalf("second shutdown: %v", err)
 	}
+}
+
+// An exporter failure is a line of the gateway's JSON log, not
+// OpenTelemetry's plain-text default on standard error.
+func TestExportErrorsAreJSONLogLines(t *testing.T) {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest) // not retryable: the export fails at once
+	}))
+	defer collector.Close()
+	var buf syncBuffer
+	stop, err := Setup(context.Background(), Config{Endpoint: collector.URL, SampleRatio: 1, Logger: zerolog.New(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := StartMessage(context.Background(), "R", "acme", 1)
+	span.End()
+	_ = stop(context.Background())
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	found := false
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", l)
+		}
+		found = found || m["level"] == "warn" && strings.Contains(fmt.Sprint(m["error"]), "400")
+	}
+	if !found {
+		t.Fatalf("no warning naming the failed export in the log: %q", buf.String())
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -60,7 +60,7 @@ func probe(ctx context.Context, seeds []string) (string, error) {
 	adm := kadm.NewClient(cl)
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	lastErr := errors.New("no answer yet")
+	var lastErr error
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 3*time.Second)
 		bs, err := adm.ListBrokers(attempt)

@@ -114,9 +114,32 @@ fresh value given. Call with (list $ secretName key freshValue); returns the pla
 {{- end }}
 {{- end }}
 
-{{/* terminationGracePeriodSeconds: given, or preStop sleep + drain + 10 s. */}}
+{{/*
+GOMEMLIMIT of the container: embedded.goMemLimit in embedded mode; otherwise goMemLimit, or, when that is
+empty, 90% of resources.limits.memory (Mi, Gi, M or G, or bytes), so the collector works harder before the
+kernel kills the pod. Empty when there is no limit to derive it from.
+*/}}
+{{- define "aep-gateway.goMemLimit" -}}
+{{- if and (include "aep-gateway.embedded" .) .Values.embedded.goMemLimit }}
+{{- .Values.embedded.goMemLimit }}
+{{- else if .Values.goMemLimit }}
+{{- .Values.goMemLimit }}
+{{- else }}
+{{- $lim := toString (dig "limits" "memory" "" (.Values.resources | default dict)) }}
+{{- $mib := 0 }}
+{{- if regexMatch "^[0-9]+Gi$" $lim }}{{ $mib = mul (trimSuffix "Gi" $lim | int64) 1024 }}
+{{- else if regexMatch "^[0-9]+Mi$" $lim }}{{ $mib = trimSuffix "Mi" $lim | int64 }}
+{{- else if regexMatch "^[0-9]+G$" $lim }}{{ $mib = div (mul (trimSuffix "G" $lim | int64) 1000000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+M$" $lim }}{{ $mib = div (mul (trimSuffix "M" $lim | int64) 1000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+$" $lim }}{{ $mib = div ($lim | int64) 1048576 }}
+{{- end }}
+{{- if gt (int64 $mib) 0 }}{{ printf "%dMiB" (div (mul $mib 9) 10) }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* terminationGracePeriodSeconds: given, or preStop sleep + drain delay + shutdown timeout + 10 s. */}}
 {{- define "aep-gateway.grace" -}}
-{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.shutdownTimeoutSeconds) }}
+{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.drainDelaySeconds) (int .Values.shutdownTimeoutSeconds) }}
 {{- if kindIs "string" .Values.terminationGracePeriodSeconds }}
 {{- if .Values.terminationGracePeriodSeconds }}{{ int .Values.terminationGracePeriodSeconds }}{{ else }}{{ add $need 10 }}{{ end }}
 {{- else }}
@@ -169,9 +192,15 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{- end }}
 {{- end }}
 {{- $grace := int (include "aep-gateway.grace" .) }}
-{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.shutdownTimeoutSeconds) }}
+{{- $need := add (int .Values.preStop.sleepSeconds) (int .Values.drainDelaySeconds) (int .Values.shutdownTimeoutSeconds) }}
 {{- if lt $grace $need }}
-{{- fail (printf "terminationGracePeriodSeconds %d is shorter than preStop.sleepSeconds + shutdownTimeoutSeconds = %d: pods would be killed mid-drain" $grace $need) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is shorter than preStop.sleepSeconds + drainDelaySeconds + shutdownTimeoutSeconds = %d: pods would be killed mid-drain" $grace $need) }}
+{{- end }}
+{{- if and (gt (int .Values.preStop.sleepSeconds) 0) (not .Values.lifecycle) (semverCompare "<1.30-0" .Capabilities.KubeVersion.Version) }}
+{{- fail (printf "preStop.sleepSeconds needs Kubernetes 1.30+ (the sleep action; the image has no shell), this is %s: use drainDelaySeconds, which the gateway serves itself" .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- if and .Values.podDisruptionBudget.minAvailable .Values.podDisruptionBudget.maxUnavailable }}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}
 {{- end }}
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.parentRefs is required with httpRoute.enabled (the Gateway to attach to)" }}

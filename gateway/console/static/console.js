@@ -6,7 +6,7 @@
 // The page was opened with ?access_token=KEY when the gateway needs a key;
 // stream.js comes with the same query (the console may sit behind auth).
 const query = new URL(import.meta.url).search;
-const { tail, Resume, getJSON } = await import("./stream.js" + query);
+const { tail, Resume, getJSON, sendJSON } = await import("./stream.js" + query);
 const { startSessions, refreshDeadLetters } = await import("./panels.js" + query);
 const token = new URLSearchParams(location.search).get("access_token") || "";
 
@@ -34,10 +34,22 @@ function setStatus(el, text, error) {
 
 let run = null; // {ctrl, resume, dialect, filter, count}
 
+// matches reports whether a tail row is shown under the search text.
+function matches(tr, q) {
+  return q === "" || tr.dataset.search.includes(q);
+}
+
+function applySearch() {
+  const q = $("search").value.trim().toLowerCase();
+  for (const tr of $("events").tBodies[0].rows) tr.hidden = !matches(tr, q);
+}
+
 function addRow(m) {
   const ev = m.event || {};
   const tr = document.createElement("tr");
   tr.dataset.type = m.type;
+  tr.dataset.search = (m.raw || "").toLowerCase();
+  tr.hidden = !matches(tr, $("search").value.trim().toLowerCase());
   const t = ev.created_at || ev.time || "";
   cell(tr, t ? new Date(t).toISOString().slice(11, 23) : "-");
   cell(tr, m.type);
@@ -96,6 +108,7 @@ function pauseResume() {
 $("tail-form").addEventListener("submit", start);
 $("pause").addEventListener("click", pauseResume);
 $("clear").addEventListener("click", () => $("events").tBodies[0].replaceChildren());
+$("search").addEventListener("input", applySearch);
 $("dialect").addEventListener("change", () => {
   $("filter").placeholder = $("dialect").value === "d" ? "types=*&session_id=sess_01" : '{"session":"s_8f2c"}';
 });
@@ -117,6 +130,14 @@ async function refreshSubs() {
       cell(tr, s.error ? s.error : String(s.lag ?? "?"), "num lag");
       cell(tr, s.streaming ? "yes" : "no");
       for (const k of ["pending_acks", "redeliveries", "dead_lettered", "acked"]) cell(tr, s.streaming ? String(s[k] ?? 0) : "-", "num");
+      const td = document.createElement("td");
+      const del = document.createElement("button");
+      del.type = "button";
+      del.className = "delete";
+      del.textContent = armed === s.subscription_id ? "Confirm delete" : "Delete";
+      del.addEventListener("click", () => deleteSub(s.subscription_id, del));
+      td.append(del);
+      tr.append(td);
       return tr;
     });
     $("subscriptions").tBodies[0].replaceChildren(...rows);
@@ -124,6 +145,46 @@ async function refreshSubs() {
     setStatus(status, `${(list.subscriptions || []).length} subscriptions${more}, updated ${new Date().toLocaleTimeString()}`);
   } catch (e) {
     setStatus(status, "subscriptions: " + e.message, true);
+  }
+}
+
+// armed is the subscription whose Delete was clicked once (kept across the
+// table's refreshes); a second click deletes it.
+let armed = "";
+
+async function deleteSub(id, btn) {
+  if (armed !== id) {
+    armed = id;
+    btn.textContent = "Confirm delete";
+    return;
+  }
+  btn.disabled = true;
+  try {
+    await sendJSON("", token, "DELETE", "/aep/subscriptions/" + encodeURIComponent(id));
+    setStatus($("subs-status"), `deleted ${id}`);
+  } catch (e) {
+    setStatus($("subs-status"), `delete ${id}: ${e.message}`, true);
+  }
+  armed = "";
+  refreshSubs();
+}
+
+// createSub posts the form's body; the gateway's refusal is shown as is.
+async function createSub(ev) {
+  ev.preventDefault();
+  let body;
+  try {
+    body = JSON.parse($("sub-body").value);
+  } catch (e) {
+    setStatus($("subs-status"), "not JSON: " + e.message, true);
+    return;
+  }
+  try {
+    const out = await sendJSON("", token, "POST", "/aep/subscriptions", body);
+    await refreshSubs();
+    setStatus($("subs-status"), `created ${out.subscription_id}`);
+  } catch (e) {
+    setStatus($("subs-status"), "create: " + e.message, true);
   }
 }
 
@@ -147,6 +208,7 @@ startSessions({ tail, Resume, token, table: $("sessions"), status: $("sessions-s
 const deadLetters = () => refreshDeadLetters({ getJSON, token, table: $("dead-letters"), status: $("dl-status") });
 
 $("subs-refresh").addEventListener("click", refreshSubs);
+$("sub-form").addEventListener("submit", createSub);
 $("dl-refresh").addEventListener("click", deadLetters);
 refreshSubs();
 refreshHealth();

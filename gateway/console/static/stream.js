@@ -116,6 +116,17 @@ export async function* tail({ base = "", token = "", dialect = "d", filter = "",
   }
 }
 
+// sendJSON sends body (an object, or nothing) to an API path with method
+// and the token; it returns the answer's JSON, or null for 204.
+export async function sendJSON(base, token, method, path, body) {
+  const headers = { Accept: "application/json" };
+  if (token) headers.Authorization = "Bearer " + token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!resp.ok) throw await apiError(resp);
+  return resp.status === 204 ? null : resp.json();
+}
+
 // getJSON GETs an API path with the token.
 export async function getJSON(base, token, path, signal) {
   const headers = { Accept: "application/json" };
