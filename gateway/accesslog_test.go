@@ -40,6 +40,18 @@ func (s *logSink) Write(p []byte) (int, error) {
 // requests returns the access log lines written so far, decoded.
 func (s *logSink) requests(t *testing.T) []map[string]any {
 	t.Helper()
+	var out []map[string]any
+	for _, m := range s.lines(t) {
+		if m["message"] == "request" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// lines returns every log line written so far, decoded.
+func (s *logSink) lines(t *testing.T) []map[string]any {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []map[string]any
@@ -49,9 +61,7 @@ func (s *logSink) requests(t *testing.T) []map[string]any {
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("log line is not JSON: %v: %s", err, sc.Bytes())
 		}
-		if m["message"] == "request" {
-			out = append(out, m)
-		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/rs/zerolog"
+
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -69,7 +71,7 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 		}
 		hexd, ok := strings.CutPrefix(digest, "sha256:")
 		if !ok {
-			return nil, fmt.Errorf("line %d: digest must start with sha256:", line)
+			return nil, fmt.Errorf("line %d: the digest lacks its sha256: prefix", line)
 		}
 		raw, err := hex.DecodeString(hexd)
 		if err != nil || len(raw) != 32 {
@@ -146,6 +148,9 @@ func bearerToken(r *http.Request) string {
 type Authenticator struct {
 	Keys *KeyStore
 	JWT  *JWTVerifier
+	// Log receives one debug line per refused credential with the reason
+	// (never the token); the zero Logger discards them.
+	Log zerolog.Logger
 }
 
 // Dev reports whether the authenticator accepts every request unauthenticated.
@@ -154,20 +159,39 @@ func (a Authenticator) Dev() bool { return a.Keys == nil && a.JWT == nil }
 // Tenant returns the tenant of a bearer token. A token of JWT shape is
 // checked as a JWT when a verifier is configured, otherwise as an API key.
 func (a Authenticator) Tenant(tok string) (string, bool) {
-	if a.Dev() {
-		return DevTenant, true
-	}
-	if tok == "" {
-		return "", false
-	}
-	if a.JWT != nil && looksLikeJWT(tok) {
+	t, _, err := a.resolve(tok)
+	return t, err == nil
+}
+
+// Credential kinds, as refusals are logged.
+const (
+	credNone   = "none"
+	credJWT    = "jwt"
+	credAPIKey = "api_key"
+)
+
+var (
+	errNoCredential = errors.New("no bearer token")
+	errUnknownKey   = errors.New("unknown API key")
+)
+
+// resolve is Tenant with the kind of credential and, when it is refused,
+// why.
+func (a Authenticator) resolve(tok string) (tenant, kind string, err error) {
+	switch {
+	case a.Dev():
+		return DevTenant, credNone, nil
+	case tok == "":
+		return "", credNone, errNoCredential
+	case a.JWT != nil && looksLikeJWT(tok):
 		t, err := a.JWT.Tenant(tok)
-		return t, err == nil
+		return t, credJWT, err
+	case a.Keys != nil:
+		if t, ok := a.Keys.Tenant(tok); ok {
+			return t, credAPIKey, nil
+		}
 	}
-	if a.Keys != nil {
-		return a.Keys.Tenant(tok)
-	}
-	return "", false
+	return "", credAPIKey, errUnknownKey
 }
 
 // authenticate resolves the tenant of each request through auth.
@@ -181,15 +205,16 @@ func authenticate(auth Authenticator, d aep.Dialect) func(http.Handler) http.Han
 				refuseCredential(w, d, http.StatusBadRequest, "more than one Authorization header: send exactly one")
 				return
 			}
-			name, ok := auth.Tenant(bearerToken(r))
-			if !ok {
-				unauthorized(w, d)
-				return
+			name, kind, err := auth.resolve(bearerToken(r))
+			var t tenant.Tenant
+			if err == nil {
+				// The one validation of the tenant name: everything below
+				// takes the Tenant as it is.
+				t, err = tenant.Parse(name)
 			}
-			// The one validation of the tenant name: everything below takes
-			// the Tenant as it is.
-			t, err := tenant.Parse(name)
 			if err != nil {
+				auth.Log.Debug().Str("request_id", RequestIDFrom(r.Context())).Str("credential", kind).
+					Str("reason", err.Error()).Str("path", r.URL.Path).Msg("credential refused")
 				unauthorized(w, d)
 				return
 			}

@@ -12,10 +12,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func b64(v any) string {
@@ -145,5 +148,54 @@ func TestJWTAndKeysTogether(t *testing.T) {
 	resp = g.post("/aep/events", "application/json", map[string]string{"Authorization": "Bearer " + tok + "x"}, []byte(dEvent(2, "s")))
 	if resp.status != http.StatusUnauthorized {
 		t.Fatalf("bad JWT: %d %s", resp.status, resp.body)
+	}
+}
+
+// A refused credential is answered 401 and leaves one debug line naming
+// the reason (never the token); at info, nothing but the access line.
+func TestRefusedCredentialLoggedAtDebugWithReason(t *testing.T) {
+	secret := []byte(strings.Repeat("k", 32))
+	jv, _ := NewJWTVerifierHMAC(secret)
+	ks, _ := ParseKeyStore(strings.NewReader("acme sha256:" + sha256hex("plain-key") + "\n"))
+	expired := signHS(secret, map[string]string{"alg": "HS256"}, map[string]any{"tenant": "initech", "exp": time.Now().Add(-time.Hour).Unix()})
+	for _, lvl := range []zerolog.Level{zerolog.InfoLevel, zerolog.DebugLevel} {
+		sink := &logSink{}
+		g := newTestGateway(t, func(c *Config) { c.Keys, c.JWT, c.Logger = ks, jv, zerolog.New(sink).Level(lvl) })
+		for _, tok := range []string{expired, "no-such-key"} {
+			resp := g.post("/aep/events", "application/json", map[string]string{"Authorization": "Bearer " + tok}, []byte(dEvent(0, "s")))
+			if resp.status != http.StatusUnauthorized {
+				t.Fatalf("%d %s", resp.status, resp.body)
+			}
+		}
+		var refused []map[string]any
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			refused = refused[:0]
+			for _, l := range sink.lines(t) {
+				if l["message"] == "credential refused" {
+					refused = append(refused, l)
+				}
+			}
+			if lvl == zerolog.InfoLevel || len(refused) == 2 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if lvl == zerolog.InfoLevel {
+			if len(refused) != 0 {
+				t.Fatalf("refusal lines at info: %v", refused)
+			}
+			continue
+		}
+		if len(refused) != 2 {
+			t.Fatalf("%d refusal lines at debug, want 2: %v", len(refused), refused)
+		}
+		if l := refused[0]; l["level"] != "debug" || !strings.Contains(fmt.Sprint(l["reason"]), "expired") || l["credential"] != "jwt" || l["request_id"] == "" {
+			t.Errorf("expired JWT line: %v", l)
+		}
+		if l := refused[1]; l["credential"] != "api_key" || l["reason"] != "unknown API key" {
+			t.Errorf("unknown key line: %v", l)
+		}
+		if s := sink.text(); strings.Contains(s, expired) || strings.Contains(s, "no-such-key") {
+			t.Error("a token reached the log")
+		}
 	}
 }

@@ -215,7 +215,9 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	authenticate(s.auth(), d)(answer).ServeHTTP(w, r)
 }
 
-func (s *Server) auth() Authenticator { return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT} }
+func (s *Server) auth() Authenticator {
+	return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT, Log: s.cfg.Logger}
+}
 
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
