@@ -236,18 +236,6 @@ func NewJWTVerifierJWKS(set *JWKS) *JWTVerifier {
 	return &JWTVerifier{jwks: set, now: time.Now}
 }
 
-// verifyJWKS checks a signature with the key named kid.
-func (v *JWTVerifier) verifyJWKS(alg, kid, signed string, sig []byte) error {
-	k, ok := v.jwks.key(kid)
-	if !ok {
-		return fmt.Errorf("%w: unknown key id %q", errJWT, kid)
-	}
-	if k.alg != "" && k.alg != alg {
-		return fmt.Errorf("%w: algorithm %q is not the key's", errJWT, alg)
-	}
-	return (&JWTVerifier{rsaKey: k.rsa, ecKey: k.ec}).verify(alg, "", signed, sig)
-}
-
 // ReadFileLimited reads a file of at most max bytes (credentials files).
 func ReadFileLimited(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)

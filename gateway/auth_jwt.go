@@ -1,26 +1,23 @@
 package gateway
 
 import (
-	"crypto"
 	"crypto/ecdsa"
-	"crypto/hmac"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // JWTVerifier authenticates bearer tokens that are JSON Web Tokens (RFC 7519)
-// signed with HS256, RS256 or ES256, and takes the tenant from a claim. The
+// signed with HS256, RS256 or ES256 (verified by go-jose's jwt package), and takes the tenant from a claim. The
 // key is static (NewJWTVerifierHMAC, NewJWTVerifierPEM) or looked up by the
 // token's kid in a JWKS (NewJWTVerifierJWKS).
 // Unsigned tokens ("alg":"none") and any other algorithm are refused, as is
@@ -86,35 +83,32 @@ const MaxJWTLifetime = 366 * 24 * time.Hour
 // looksLikeJWT reports whether a bearer token has the JWS compact shape.
 func looksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 
-// Tenant verifies tok and returns its tenant.
+// Tenant verifies tok and returns its tenant: go-jose's jwt package
+// parses it (only the algorithm of the configured key, or RS256/ES256 for a
+// JWKS, is accepted: "none" and algorithm confusion are refused there),
+// verifies the signature and checks iss, aud, exp, nbf and iat with
+// Leeway; the gateway adds that exp is required and at most
+// MaxJWTLifetime ahead, that the time claims lie in [0, year 9999], and
+// takes the tenant from TenantClaim.
 func (v *JWTVerifier) Tenant(tok string) (string, error) {
 	if len(tok) > 8<<10 {
 		return "", fmt.Errorf("%w: too long", errJWT)
 	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("%w: not a JWS compact token", errJWT)
-	}
-	var hdr struct {
-		Alg string `json:"alg"`
-		Typ string `json:"typ"`
-		Kid string `json:"kid"`
-	}
-	if err := decodeSegment(parts[0], &hdr); err != nil {
-		return "", err
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	algs := v.algorithms()
+	parsed, err := jwt.ParseSigned(tok, algs)
 	if err != nil {
-		return "", fmt.Errorf("%w: signature encoding", errJWT)
+		return "", fmt.Errorf("%w: %w", errJWT, err)
 	}
-	if err := v.verify(hdr.Alg, hdr.Kid, parts[0]+"."+parts[1], sig); err != nil {
+	key, err := v.key(parsed.Headers[0])
+	if err != nil {
 		return "", err
 	}
+	var std jwt.Claims
 	var claims map[string]any
-	if err := decodeSegment(parts[1], &claims); err != nil {
-		return "", err
+	if err := parsed.Claims(key, &std, &claims); err != nil {
+		return "", fmt.Errorf("%w: %w", errJWT, err)
 	}
-	if err := v.checkClaims(claims); err != nil {
+	if err := v.checkClaims(std); err != nil {
 		return "", err
 	}
 	name := v.TenantClaim
@@ -128,114 +122,78 @@ func (v *JWTVerifier) Tenant(tok string) (string, error) {
 	return tenant, nil
 }
 
-func decodeSegment(seg string, v any) error {
-	raw, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return fmt.Errorf("%w: segment encoding", errJWT)
+// algorithms are the signature algorithms a token may name: the one of
+// the static key, or those a JWKS holds keys for.
+func (v *JWTVerifier) algorithms() []jose.SignatureAlgorithm {
+	switch {
+	case v.jwks != nil:
+		return []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
+	case v.hmacKey != nil:
+		return []jose.SignatureAlgorithm{jose.HS256}
+	case v.rsaKey != nil:
+		return []jose.SignatureAlgorithm{jose.RS256}
+	default:
+		return []jose.SignatureAlgorithm{jose.ES256}
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%w: segment is not a JSON object", errJWT)
-	}
-	return nil
 }
 
-func (v *JWTVerifier) verify(alg, kid, signed string, sig []byte) error {
-	if v.jwks != nil {
-		return v.verifyJWKS(alg, kid, signed, sig)
+// key is the verification key for a token with header h: the static key,
+// or the JWKS key named by its kid, whose type and "alg" must fit the
+// token's algorithm.
+func (v *JWTVerifier) key(h jose.Header) (any, error) {
+	if v.jwks == nil {
+		switch {
+		case v.hmacKey != nil:
+			return v.hmacKey, nil
+		case v.rsaKey != nil:
+			return v.rsaKey, nil
+		default:
+			return v.ecKey, nil
+		}
 	}
-	digest := sha256.Sum256([]byte(signed))
+	k, ok := v.jwks.key(h.KeyID)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown key id %q", errJWT, h.KeyID)
+	}
+	if k.alg != "" && k.alg != h.Algorithm {
+		return nil, fmt.Errorf("%w: algorithm %q is not the key's", errJWT, h.Algorithm)
+	}
 	switch {
-	case alg == "HS256" && v.hmacKey != nil:
-		mac := hmac.New(sha256.New, v.hmacKey)
-		mac.Write([]byte(signed))
-		if !hmac.Equal(mac.Sum(nil), sig) {
-			return fmt.Errorf("%w: bad signature", errJWT)
-		}
-	case alg == "RS256" && v.rsaKey != nil:
-		if rsa.VerifyPKCS1v15(v.rsaKey, crypto.SHA256, digest[:], sig) != nil {
-			return fmt.Errorf("%w: bad signature", errJWT)
-		}
-	case alg == "ES256" && v.ecKey != nil:
-		if len(sig) != 64 {
-			return fmt.Errorf("%w: bad signature", errJWT)
-		}
-		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-		if !ecdsa.Verify(v.ecKey, digest[:], r, s) {
-			return fmt.Errorf("%w: bad signature", errJWT)
-		}
-	default:
-		return fmt.Errorf("%w: algorithm %q is not accepted", errJWT, alg)
+	case h.Algorithm == string(jose.RS256) && k.rsa != nil:
+		return k.rsa, nil
+	case h.Algorithm == string(jose.ES256) && k.ec != nil:
+		return k.ec, nil
 	}
-	return nil
+	return nil, fmt.Errorf("%w: algorithm %q does not fit key %q", errJWT, h.Algorithm, h.KeyID)
 }
 
 // maxJWTTime bounds the NumericDate claims (exp, nbf, iat): the last
 // second of year 9999. Below 0 or above it a claim is refused as out of
-// range, rather than wrapping in a conversion.
+// range.
 const maxJWTTime = 253402300799
 
-// checkClaims checks the time claims: exp is required and lies between
-// now (minus Leeway) and MaxJWTLifetime ahead; nbf, when present, is
-// passed; iat, when present, is not in the future (beyond Leeway). Every
-// one of them is a number in [0, maxJWTTime].
-func (v *JWTVerifier) checkClaims(c map[string]any) error {
+// checkClaims checks the claims: exp is required and at most
+// MaxJWTLifetime ahead, every time claim is in [0, maxJWTTime], and
+// go-jose's validation (iss, aud, exp, nbf, iat with Leeway) passes.
+func (v *JWTVerifier) checkClaims(c jwt.Claims) error {
 	now := v.now()
-	num := func(k string) (time.Time, bool, error) {
-		raw, ok := c[k]
-		if !ok {
-			return time.Time{}, false, nil
+	for name, d := range map[string]*jwt.NumericDate{"exp": c.Expiry, "nbf": c.NotBefore, "iat": c.IssuedAt} {
+		if d != nil && (*d < 0 || *d > maxJWTTime) {
+			return fmt.Errorf("%w: %s is out of range", errJWT, name)
 		}
-		f, ok := raw.(float64)
-		if !ok {
-			return time.Time{}, false, fmt.Errorf("%w: %s is not a number", errJWT, k)
-		}
-		if !(f >= 0 && f <= maxJWTTime) {
-			return time.Time{}, false, fmt.Errorf("%w: %s is out of range", errJWT, k)
-		}
-		return time.Unix(int64(f), 0), true, nil
 	}
-	exp, ok, err := num("exp")
-	if err != nil {
-		return err
-	}
-	if !ok {
+	if c.Expiry == nil {
 		return fmt.Errorf("%w: exp is required", errJWT)
 	}
-	if now.After(exp.Add(v.Leeway)) {
-		return fmt.Errorf("%w: expired", errJWT)
-	}
-	if exp.After(now.Add(MaxJWTLifetime + v.Leeway)) {
+	if c.Expiry.Time().After(now.Add(MaxJWTLifetime + v.Leeway)) {
 		return fmt.Errorf("%w: exp is more than %s ahead", errJWT, MaxJWTLifetime)
 	}
-	if nbf, ok, err := num("nbf"); err != nil {
-		return err
-	} else if ok && now.Add(v.Leeway).Before(nbf) {
-		return fmt.Errorf("%w: not valid yet", errJWT)
+	want := jwt.Expected{Issuer: v.Issuer, Time: now}
+	if v.Audience != "" {
+		want.AnyAudience = jwt.Audience{v.Audience}
 	}
-	if iat, ok, err := num("iat"); err != nil {
-		return err
-	} else if ok && now.Add(v.Leeway).Before(iat) {
-		return fmt.Errorf("%w: issued in the future", errJWT)
-	}
-	if v.Issuer != "" && c["iss"] != v.Issuer {
-		return fmt.Errorf("%w: issuer", errJWT)
-	}
-	if v.Audience != "" && !hasAudience(c["aud"], v.Audience) {
-		return fmt.Errorf("%w: audience", errJWT)
+	if err := c.ValidateWithLeeway(want, v.Leeway); err != nil {
+		return fmt.Errorf("%w: %w", errJWT, err)
 	}
 	return nil
-}
-
-func hasAudience(aud any, want string) bool {
-	switch a := aud.(type) {
-	case string:
-		return a == want
-	case []any:
-		for _, x := range a {
-			if x == want {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -50,7 +50,7 @@ func signES(k *ecdsa.PrivateKey, claims any) string {
 	return in + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
-func pemOf(t *testing.T, pub any) []byte {
+func pemOf(t testing.TB, pub any) []byte {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +97,13 @@ func TestJWTVerifier(t *testing.T) {
 		"alg RS256":     signHS(secret, map[string]string{"alg": "RS256"}, ok),
 		"tampered":      strings.Replace(signHS(secret, hdr, ok), ".", ".x", 1),
 		"two segments":  "a.b",
+		"exp too far":   signHS(secret, hdr, with("exp", now.Add(2*MaxJWTLifetime).Unix())),
+		"exp negative":  signHS(secret, hdr, with("exp", -1)),
+		"exp huge":      signHS(secret, hdr, with("exp", 9.2e18)),
+		"exp a string":  signHS(secret, hdr, with("exp", "tomorrow")),
+		"nbf huge":      signHS(secret, hdr, with("nbf", 9.2e18)),
+		"iat future":    signHS(secret, hdr, with("iat", now.Add(time.Hour).Unix())),
+		"crit unknown":  signHS(secret, map[string]any{"alg": "HS256", "crit": []string{"x-must"}, "x-must": 1}, ok),
 		"garbage parts": "!!.??.##",
 	}
 	for name, tok := range bad {
