@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +65,12 @@ func (s *logSink) lines(t *testing.T) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+func (s *logSink) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Reset()
 }
 
 func (s *logSink) text() string {
@@ -380,6 +387,31 @@ func TestProbeRequestsLoggedAtDebugOnly(t *testing.T) {
 	for _, lvl := range []zerolog.Level{zerolog.InfoLevel, zerolog.DebugLevel} {
 		sink := &logSink{}
 		g := newTestGateway(t, func(c *Config) { c.Logger = zerolog.New(sink).Level(lvl) })
+		// Ready first: a failing probe (503 before the first broker probe
+		// answered) is logged at info by design.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(g.http.URL + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz never answered 200 (last %d)", resp.StatusCode)
+			}
+		}
+		if lvl == zerolog.DebugLevel { // its line may still be on its way
+			for deadline := time.Now().Add(5 * time.Second); !slices.ContainsFunc(sink.requests(t), func(l map[string]any) bool {
+				return l["route"] == "/readyz" && l["status"] == float64(http.StatusOK)
+			}); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no access line for the ready probe at debug")
+				}
+			}
+		}
+		sink.reset()
 		for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 			resp, err := http.Get(g.http.URL + path)
 			if err != nil {
