@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -23,29 +24,40 @@ func (c *Conn) mayLinger() bool {
 
 // demand runs a function on a goroutine of a connection when kicked: at
 // most one at a time, once more when kicked while it runs, and no
-// goroutine while idle. The zero value is ready.
+// goroutine while idle; once stopped, never again. The zero value is
+// ready.
 type demand struct {
-	state atomic.Int32 // 0 idle, 1 running, 2 running and kicked again
+	state atomic.Int32 // demandRunning | demandAgain | demandStopped
+
+	mu   sync.Mutex
+	idle chan struct{} // made by stop; closed when a stopped demand's run ends
 }
 
+const (
+	demandRunning = 1 << iota
+	demandAgain
+	demandStopped
+)
+
 // kick runs f (as a worker of c) unless it runs already; then it runs once
-// more when it returns. Nothing starts once c is ending.
+// more when it returns. Nothing starts once c is ending or d stopped.
 func (d *demand) kick(c *Conn, f func()) {
 	for {
-		switch d.state.Load() {
-		case 0:
-			if d.state.CompareAndSwap(0, 1) {
-				if !c.spawn(func() { d.loop(f) }) {
-					d.state.Store(0)
-				}
-				return
-			}
-		case 1:
-			if d.state.CompareAndSwap(1, 2) {
+		s := d.state.Load()
+		switch {
+		case s&demandStopped != 0, s&demandAgain != 0:
+			return
+		case s&demandRunning != 0:
+			if d.state.CompareAndSwap(s, s|demandAgain) {
 				return
 			}
 		default:
-			return
+			if d.state.CompareAndSwap(s, demandRunning) {
+				if !c.spawn(func() { d.loop(f) }) {
+					d.finish()
+				}
+				return
+			}
 		}
 	}
 }
@@ -53,10 +65,63 @@ func (d *demand) kick(c *Conn, f func()) {
 func (d *demand) loop(f func()) {
 	for {
 		f()
-		if d.state.CompareAndSwap(1, 0) {
+		if !d.again() {
 			return
 		}
-		d.state.Store(1) // kicked while running: once more
+	}
+}
+
+// again reports whether the run goes on (kicked while running, not
+// stopped); otherwise it ends the run.
+func (d *demand) again() bool {
+	for {
+		s := d.state.Load()
+		if s&demandAgain != 0 && s&demandStopped == 0 {
+			if d.state.CompareAndSwap(s, demandRunning) {
+				return true
+			}
+			continue
+		}
+		if d.finishFrom(s) {
+			return false
+		}
+	}
+}
+
+// finish ends a run that did not start (spawn refused).
+func (d *demand) finish() {
+	for !d.finishFrom(d.state.Load()) {
+	}
+}
+
+// finishFrom ends the run from state s; false when s changed meanwhile. A
+// stop waiting for the run learns that it ended.
+func (d *demand) finishFrom(s int32) bool {
+	if !d.state.CompareAndSwap(s, s&demandStopped) {
+		return false
+	}
+	if s&demandStopped != 0 {
+		d.mu.Lock()
+		close(d.idle)
+		d.mu.Unlock()
+	}
+	return true
+}
+
+// stop makes kicks start nothing any more and waits for the run in
+// progress, if any, to return. Once, and never from within f.
+func (d *demand) stop() {
+	d.mu.Lock()
+	d.idle = make(chan struct{})
+	d.mu.Unlock()
+	for {
+		s := d.state.Load()
+		if d.state.CompareAndSwap(s, s|demandStopped) {
+			if s&demandRunning != 0 {
+				<-d.idle
+			}
+			return
+		}
 	}
 }
 
@@ -179,6 +244,10 @@ func (c *Conn) endParked() {
 			// number may go to the next connection at once.
 			c.fd.leave()
 			c.fd.release()
+			// shut's onEnd runs once the reader stopped, as Serve's does:
+			// a reader still handling a message (the writer failed under
+			// it) must not race the binding's clean-up.
+			c.reading.stop()
 			c.shut()
 			for _, end := range c.ends {
 				end(c.ws.Written())
