@@ -130,7 +130,36 @@ func (a *sseD) heartbeat(t *testing.T) {
 
 func (a *sseD) end(t *testing.T, d time.Duration) ([]msg, string) {
 	t.Helper()
-	return sseEnd(t, a.s, d, a.norm)
+	rest, how := sseEnd(t, a.s, d, a.norm)
+	return dShutdownNotice(t, rest, how)
+}
+
+// dShutdownNotice takes a D stream's last message off rest when it is the
+// subscription.expired of a shutdown (reason shutdown, a cursor, retryable)
+// and says so in how.
+func dShutdownNotice(t *testing.T, rest []msg, how string) ([]msg, string) {
+	t.Helper()
+	if len(rest) == 0 {
+		return rest, how
+	}
+	var n struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Reason string `json:"reason"`
+			Cursor string `json:"cursor"`
+			Error  struct {
+				Retryable bool `json:"retryable"`
+			} `json:"error"`
+		} `json:"payload"`
+	}
+	last := rest[len(rest)-1]
+	if json.Unmarshal([]byte(last.raw), &n) != nil || n.Type != "subscription.expired" {
+		return rest, how
+	}
+	if n.Payload.Reason != "shutdown" || n.Payload.Cursor == "" || !n.Payload.Error.Retryable {
+		t.Fatalf("a shutdown's subscription.expired without reason shutdown, its cursor or retryable: %s", last.raw)
+	}
+	return rest[:len(rest)-1], "subscription.expired, " + how
 }
 
 // WS-D: GET /aep, one subscription per connection.
@@ -191,5 +220,5 @@ func (a *wsD) end(t *testing.T, d time.Duration) ([]msg, string) {
 	for _, b := range rest {
 		out = append(out, parseD(t, b))
 	}
-	return out, fmt.Sprintf("close %d", status)
+	return dShutdownNotice(t, out, fmt.Sprintf("close %d", status))
 }

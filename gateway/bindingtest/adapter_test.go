@@ -13,10 +13,10 @@ import (
 
 // How end reports a stream the gateway shut down, per binding.
 const (
-	closingSSED = "end of body"                  // D has no closing message on SSE
-	closingSSER = "closing comment, end of body" // AEP-0003 §3.3
-	closingWSD  = "close 1001"                   // transport-websocket.md: going away
-	closingWSR  = "closing frame, close 1001"    // AEP-0003 §3.5 rule 4
+	closingSSED = "subscription.expired, end of body" // reason shutdown, the cursor to resume from
+	closingSSER = "closing comment, end of body"      // AEP-0003 §3.3
+	closingWSD  = "subscription.expired, close 1001"  // then transport-websocket.md's going away
+	closingWSR  = "closing frame, close 1001"         // AEP-0003 §3.5 rule 4
 )
 
 // sseOptions are the client options of an SSE stream opened with o.

@@ -100,6 +100,7 @@ type streamState struct {
 	gaps     []cursor.Gap
 	enc      *cursor.Encoder // signs this stream's cursors; made by the first cursor encoded
 	curBuf   []byte          // scratch of cursorBytesAfter
+	seq      uint64          // the sequence of the last cursor made: a shutdown's notice resumes from it
 	spans    tracing.Deliveries
 }
 
@@ -198,6 +199,7 @@ func (st *streamState) fullFrontier(given []cursor.PartitionOffset) []cursor.Par
 // The stream's Encoder reuses its HMAC state and buffers: the string is the
 // one allocation.
 func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) {
+	st.seq = max(st.seq, seq)
 	return st.encoder(kr).Encode(st.cursor(seq))
 }
 
@@ -207,6 +209,7 @@ func (st *streamState) cursorAt(kr *cursor.Keyring, seq uint64) (string, error) 
 // until the stream's next cursor.
 func (st *streamState) cursorBytesAfter(kr *cursor.Keyring, ev *engine.Event, seq uint64) ([]byte, error) {
 	st.passed(ev)
+	st.seq = max(st.seq, seq)
 	var err error
 	st.curBuf, err = st.encoder(kr).Append(st.curBuf[:0], st.cursor(seq))
 	return st.curBuf, err

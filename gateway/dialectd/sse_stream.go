@@ -22,12 +22,33 @@ func (h *sseHandler) stream(w http.ResponseWriter, r *http.Request, sub *engine.
 		OnError: func(err error) {
 			h.cfg.Logger.Error().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: encode message")
 		},
+		OnShutdown: func(buf []byte) []byte {
+			return appendShutdownNotice(buf, h.kr, st, "", "the gateway is shutting down; reconnect (to any node) with Last-Event-ID, or from_cursor set to cursor")
+		},
 	}
 	if tracing.On() {
 		cfg.AfterWrite = st.spans.End
 	}
 	appendMsg := func(buf []byte, d engine.Delivery) ([]byte, error) { return h.appendMessage(buf, st, d) }
 	_ = transport.ServeSSE(w, r, cfg, sub.Deliveries(), appendMsg, nil) // errors go to OnError
+}
+
+// appendShutdownNotice appends the last words of a D SSE stream that the
+// gateway's shutdown ends: subscription.expired with reason shutdown, the
+// cursor of the stream's position and msg saying how to resume (dialect R
+// streams end with their closing comment likewise). Written by the
+// stream's writer, like its deliveries.
+func appendShutdownNotice(buf []byte, kr *cursor.Keyring, st *streamState, subID, msg string) []byte {
+	cur, err := st.cursorAt(kr, st.seq)
+	if err != nil {
+		cur = "" // a notice without a cursor still says why the stream ends
+	}
+	e := aep.DError{Code: aep.CodeDSubscriptionError, Message: msg, Retryable: true}
+	ev, err := aep.DNotice("subscription.expired", aep.DSubscriptionEnded{SubscriptionID: subID, Reason: "shutdown", Cursor: cur, Error: &e}, time.Now())
+	if err != nil {
+		return buf
+	}
+	return appendNotice(buf, "subscription.expired", ev)
 }
 
 // appendMessage appends the SSE message of one delivery to buf.

@@ -185,6 +185,9 @@ func (d *durableSSE) run(w http.ResponseWriter, r *http.Request, s *durable.Dura
 		OnError: func(err error) {
 			d.h.cfg.Logger.Error().Err(err).Str("subscription", d.id).Msg("dialectd: encode message")
 		},
+		OnShutdown: func(buf []byte) []byte {
+			return appendShutdownNotice(buf, d.h.kr, d.st, d.id, "the gateway is shutting down; open the subscription's stream again (on any node) to go on where its acknowledgements left it")
+		},
 	}
 	traced := tracing.On()
 	cfg.AfterWrite = func(ok bool) {

@@ -47,6 +47,8 @@ type wsConn struct {
 
 	subsMu sync.Mutex
 	subs   map[string]*wsSub // live subscriptions by id; guarded by subsMu
+
+	goingAway atomic.Bool // the gateway is shutting down: subscriptions end with reason shutdown
 }
 
 // newWSConn serves ws for tn; stream (nil in tests that never serve) is
@@ -120,8 +122,42 @@ func (c *wsConn) fail(code, msg string, status websocket.StatusCode) {
 	c.closeWith(status, code)
 }
 
-// goAway closes the connection with 1001 on shutdown, after what is
-// queued, or at once when the queue is full; safe from any goroutine.
+// goAwayWait bounds how long a shutdown waits for the subscriptions'
+// pumps to queue their subscription.expired before the close.
+const goAwayWait = time.Second
+
+// goAway ends the connection on shutdown: every live subscription ends
+// with subscription.expired (reason shutdown, its last cursor and how to
+// resume, the way a dialect R client hears "closing" with its positions),
+// then 1001 after what is queued, or at once when the queue is full. Safe
+// from any goroutine and idempotent; the waiting happens on a goroutine of
+// its own that ends with the close (at most goAwayWait).
 func (c *wsConn) goAway() {
-	c.conn.CloseAfter(nil, websocket.StatusGoingAway, "server shutting down")
+	if !c.goingAway.CompareAndSwap(false, true) {
+		return
+	}
+	c.subsMu.Lock()
+	subs := make([]*wsSub, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.subsMu.Unlock()
+	go func() {
+		for _, s := range subs {
+			s.close() // its pump drains what is queued, then announces the end
+		}
+		t := time.NewTimer(goAwayWait)
+		defer t.Stop()
+	wait:
+		for _, s := range subs {
+			select {
+			case <-s.done:
+			case <-t.C:
+				break wait
+			case <-c.ctx.Done():
+				break wait
+			}
+		}
+		c.conn.CloseAfter(nil, websocket.StatusGoingAway, "server shutting down")
+	}()
 }

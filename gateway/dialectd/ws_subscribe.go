@@ -296,6 +296,18 @@ func (c *wsConn) ended(s *wsSub, last string) {
 	p := aep.DSubscriptionEnded{SubscriptionID: s.id, Cursor: last}
 	e := wsErr(aep.CodeDSubscriptionError, "the subscription ended", true)
 	switch err := s.err(); {
+	case c.goingAway.Load():
+		p.Reason = "shutdown"
+		switch {
+		case s.attached:
+			e.Message = "the gateway is shutting down; attach to the subscription again by subscription_id (on any node) to go on where its acknowledgements left it"
+		case s.dur != nil:
+			e.Message = "the gateway is shutting down; subscribe again with from_cursor set to the cursor of the last event before the oldest one not acknowledged"
+		case p.Cursor != "":
+			e.Message = "the gateway is shutting down; subscribe again (on any node) with from_cursor set to cursor"
+		default:
+			e.Message = "the gateway is shutting down; subscribe again on any node"
+		}
 	case errors.Is(err, engine.ErrClosed):
 		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
 	default:

@@ -517,11 +517,21 @@ func TestWSDShutdown(t *testing.T) {
 	// end the session with 1001 "heartbeat timeout" before the shutdown does.
 	e := newWSEnv(t, dialectd.WSConfig{Heartbeat: 500 * time.Millisecond})
 	w := e.open()
-	w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
+	sub := w.MustSubscribe("evt_s", `{"types":"*","delivery_mode":"replayable"}`)
+	e.ingestHTTP(wsEvent("evt_before_shutdown", "task.progress", "agent:a"))
+	last := w.Event()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Before the close, the subscription's end with where to resume, as a
+	// dialect R client hears "closing" with its positions.
+	m := w.Next()
+	errObj, _ := m.Payload["error"].(map[string]any)
+	if m.Type != "subscription.expired" || m.Str("subscription_id") != sub || m.Str("reason") != "shutdown" ||
+		m.Str("cursor") != last.Delivery.Cursor || errObj["retryable"] != true || !strings.Contains(fmt.Sprint(errObj["message"]), "from_cursor") {
+		t.Fatalf("before the close: %s; want subscription.expired of %s, reason shutdown, cursor %s", m.Raw, sub, last.Delivery.Cursor)
 	}
 	if st := w.Closed(); st != websocket.StatusGoingAway {
 		t.Fatalf("close status %d, want 1001", st)
