@@ -159,14 +159,14 @@ func (r *indexRun) loop(ctx context.Context) error {
 	for {
 		if err := r.refreshMeta(ctx); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the run was stopped: not a failure
 			}
 			return err
 		}
 		fs := r.ix.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			r.ix.cl.AllowRebalance()
-			return nil
+			return nil //nolint:nilerr // the run was stopped: not a failure
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) {
@@ -182,7 +182,7 @@ func (r *indexRun) loop(ctx context.Context) error {
 		r.ix.cl.AllowRebalance()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil //nolint:nilerr // the run was stopped: not a failure
 			}
 			return err
 		}

@@ -41,7 +41,6 @@ type Resolver struct {
 	mu     sync.Mutex
 	bad    int64           // malformed index records skipped; guarded by mu
 	readTo map[int32]int64 // index partition -> offset after the last record applied; guarded by mu
-	runErr error
 }
 
 // NewResolver starts reading the index topic from its beginning.

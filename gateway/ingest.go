@@ -118,8 +118,6 @@ type outcome struct {
 	claimed   bool // this request holds the event's identity in the window
 }
 
-func (o *outcome) accepted() bool { return o.parseErr == nil && o.writeErr == nil }
-
 // writes reports whether the event is to be written: valid, not already
 // failed, not a duplicate of one in the log.
 func (o *outcome) writes() bool {

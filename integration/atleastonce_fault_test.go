@@ -129,7 +129,7 @@ func TestAtLeastOnceUnderFaults(t *testing.T) {
 		mu       sync.Mutex
 		applied  = map[string]bool{}
 		answers  = map[string]string{} // id -> the last answer to an ack of it (the deadline's report)
-		badAck   string // an acks answer that is not JSON
+		badAck   string                // an acks answer that is not JSON
 		allAcked = make(chan struct{})
 	)
 	nApplied := func() int { mu.Lock(); defer mu.Unlock(); return len(applied) }

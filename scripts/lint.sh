@@ -15,11 +15,15 @@ find_lint() {
 		fi
 	done
 	echo "lint.sh: building golangci-lint $VERSION from its Go module (once)" >&2
-	(cd / && GOFLAGS=-mod=mod go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$VERSION") >&2
+	if ! (cd / && GOFLAGS=-mod=mod go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$VERSION") >&2; then
+		echo "lint.sh: golangci-lint $VERSION did not build (registry trouble?)" >&2
+		return 1
+	fi
 	echo "$(go env GOPATH)/bin/golangci-lint"
 }
 
-LINT="$(find_lint)"
+# Exit status 3: no linter (it did not build); anything else is golangci-lint's own.
+LINT="$(find_lint)" || exit 3
 cd "$ROOT"
 "$LINT" version >&2
 exec "$LINT" run ./...

@@ -358,7 +358,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			}
 		}
 		err := httpSrv.Shutdown(ctx)
-		<-serveErr
+		<-serveErr //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 		return err
 	})
 	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).

@@ -128,7 +128,7 @@ func serveFilterWorker(ctx context.Context, cfg config, failed <-chan error, reg
 	go func() { serveErr <- hs.Serve(ln) }()
 	lc.add("http server", func(ctx context.Context) error {
 		err := hs.Shutdown(ctx)
-		<-serveErr
+		<-serveErr //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 		return err
 	})
 	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("role", roleWorker).Msg("aep-gateway serving")

@@ -114,7 +114,7 @@ func cmdBenchHTTPSink(ctx context.Context, args []string, stdout, stderr io.Writ
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err = srv.Shutdown(sctx)
-	_ = <-done // Serve's http.ErrServerClosed: Shutdown's error is the one to report
+	<-done //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 	return err
 }
 

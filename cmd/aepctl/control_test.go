@@ -166,7 +166,7 @@ func TestTargetJSONLog(t *testing.T) {
 	go func() { served <- tg.Serve(ctx) }()
 	defer func() {
 		cancel()
-		_ = <-served // the target's end after cancel; its errors are not what this test checks
+		<-served //nolint:errcheck // the target's end after cancel; its errors are not what this test checks
 	}()
 	waitClaim(t, ctx, g.url, "s-j")
 	if code, res := control(t, g, "cancel", "--session", "s-j", "--run", "r-1", "--id", "c-j"); code != exitOK {

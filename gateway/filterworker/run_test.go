@@ -195,7 +195,10 @@ func TestRunStopsWhileTheBrokerDoesNotAnswer(t *testing.T) {
 	})
 	cancel()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after its context's end: %v, want nil", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return within 20s of its context's end")
 	}

@@ -230,7 +230,7 @@ func (w *Worker) tenantOf(topic string) string {
 func (w *Worker) Run(ctx context.Context) error {
 	err := w.run(ctx)
 	if ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // stopped by its owner: documented above
 	}
 	return err
 }

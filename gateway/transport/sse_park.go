@@ -386,5 +386,3 @@ func (p *parkedSSE[T]) end() {
 		end(p.written)
 	}
 }
-
-func (p *parkedSSE[T]) hub() *Hub { return p.cfg.Stream.h }
