@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,9 @@ const (
 	// DefaultReaderFetchBytes bounds one fetch of a subscription's own
 	// reader (catch-up, durable stream), in bytes as stored (compressed).
 	DefaultReaderFetchBytes = 256 << 10
+	// DefaultPartitionCheck is how often a tail looks for partitions added
+	// to its topic.
+	DefaultPartitionCheck = 10 * time.Second
 )
 
 var (
@@ -85,6 +89,12 @@ type Config struct {
 	LiveDelivery LiveDelivery
 	// Forward configures LiveWorkers; ignored otherwise.
 	Forward ForwardConfig
+	// PartitionCheck is how often a tail asks the cluster whether
+	// partitions were added to its topic (an operator's
+	// kafka-topics --alter --partitions); it then reads them from their
+	// log start, and catch-ups joining it read them too. Zero means
+	// DefaultPartitionCheck; negative never checks.
+	PartitionCheck time.Duration
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
@@ -127,6 +137,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	if cfg.ReaderFetchBytes <= 0 {
 		cfg.ReaderFetchBytes = DefaultReaderFetchBytes
+	}
+	if cfg.PartitionCheck == 0 {
+		cfg.PartitionCheck = DefaultPartitionCheck
 	}
 	mode, err := ParseLiveDelivery(string(cfg.LiveDelivery))
 	if err != nil {

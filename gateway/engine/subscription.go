@@ -283,6 +283,21 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 		if err != nil || frontier != nil {
 			return err
 		}
+		// join may have added partitions of the topic that this catch-up
+		// predates: read them too
+		var add map[int32]kgo.Offset
+		for p, o := range next {
+			if _, ok := offs[p]; !ok {
+				offs[p] = kgo.NewOffset().At(o)
+				if add == nil {
+					add = map[int32]kgo.Offset{}
+				}
+				add[p] = offs[p]
+			}
+		}
+		if add != nil && cl != nil {
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{s.t.topic: add})
+		}
 		if marker {
 			hand.early(ctx, s, next, replayed, fallback)
 		}

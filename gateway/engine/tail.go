@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -35,6 +36,14 @@ type tail struct {
 	subs        map[filtering.ID]*Subscription // joined subscriptions; guarded by mu
 	stopped     bool                           // guarded by mu
 	undecodable uint64                         // records whose headers did not decode; guarded by mu
+	// added holds the partitions added to the topic while the tail ran,
+	// with the offset it began reading each at (their log start then): a
+	// catch-up that does not read one itself reads it from there before
+	// joining (join). Guarded by mu.
+	added map[int32]int64
+	// watched is closed when the partition watcher (tail mode) has
+	// stopped; nil when none runs.
+	watched chan struct{}
 
 	// LiveWorkers only (feed non-nil, cl and index nil): the registered
 	// subscriptions, joined or catching up, and the forwarded records
@@ -87,7 +96,62 @@ func startTail(ctx context.Context, e *Engine, tenant, topic string) (*tail, err
 		done: make(chan struct{}), pos: pos, subs: map[filtering.ID]*Subscription{},
 	}
 	go t.run(rctx)
+	if every := e.cfg.PartitionCheck; every > 0 {
+		t.watched = make(chan struct{})
+		go t.watchPartitions(rctx, every)
+	}
 	return t, nil
+}
+
+// watchPartitions looks every interval for partitions added to the topic
+// and reads them from their log start (grow), until ctx ends.
+func (t *tail) watchPartitions(ctx context.Context, every time.Duration) {
+	defer close(t.watched)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st, err := cursor.LoadTopicState(ctx, t.e.adm, t.topic)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.e.cfg.Logger.Debug().Err(err).Str("topic", t.topic).Msg("engine: partition check")
+			}
+			continue
+		}
+		t.grow(st)
+	}
+}
+
+// grow starts reading the partitions st has beyond the tail's, from their
+// log start: every record of an added partition was written after the
+// tail started, so none is skipped. A session whose key now hashes to a
+// new partition goes on there (docs/operations-kafka.md, "Adding
+// partitions").
+func (t *tail) grow(st cursor.TopicState) {
+	t.mu.Lock()
+	from := int32(len(t.pos))
+	if st.Partitions <= from || t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	add := make(map[int32]kgo.Offset, st.Partitions-from)
+	if t.added == nil {
+		t.added = map[int32]int64{}
+	}
+	for p := from; p < st.Partitions; p++ {
+		start := st.Start[p]
+		t.pos = append(t.pos, start)
+		t.added[p] = start
+		add[p] = kgo.NewOffset().At(start)
+	}
+	t.mu.Unlock()
+	t.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{t.topic: add})
+	t.e.cfg.Logger.Warn().Str("topic", t.topic).Int32("partitions_before", from).Int32("partitions", st.Partitions).
+		Msg("engine: partitions were added to the topic; reading them from their start (sessions whose key now maps to a new partition continue there)")
 }
 
 func (t *tail) run(ctx context.Context) {
@@ -155,6 +219,9 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	if t.feed != nil && s.marksMissing > 0 {
 		return nil, nil // the workers have not answered the registration yet
 	}
+	if next != nil && t.catchUpAddedLocked(next) {
+		return nil, nil // the catch-up reads the added partitions first
+	}
 	guard := make([]int64, len(t.pos))
 	for p, pos := range t.pos {
 		if t.feed != nil && s.marks[p] > pos {
@@ -185,6 +252,21 @@ func (t *tail) join(s *Subscription, next map[int32]int64, replayed uint64, mark
 	return frontier, nil
 }
 
+// catchUpAddedLocked adds to next, a catch-up's positions, the partitions
+// added while the tail ran that it does not read (its start predates
+// them), at the offset the tail began reading them: the tail already
+// dispatched what lies before its position there. True when it added any.
+func (t *tail) catchUpAddedLocked(next map[int32]int64) bool {
+	more := false
+	for p, start := range t.added {
+		if _, ok := next[p]; !ok {
+			next[p] = start
+			more = true
+		}
+	}
+	return more
+}
+
 // leave unregisters s (if it joined) and closes its channel.
 func (t *tail) leave(s *Subscription, err error) {
 	t.mu.Lock()
@@ -212,6 +294,9 @@ func (t *tail) evictLocked(s *Subscription, err error) {
 func (t *tail) stop(err error) {
 	t.cancel()
 	<-t.done
+	if t.watched != nil {
+		<-t.watched
+	}
 	if t.cl != nil {
 		t.cl.Close()
 	}
