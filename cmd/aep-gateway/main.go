@@ -271,7 +271,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	eng, err := engine.NewEngine(engine.Config{
 		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
-		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants,
+		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants, PartitionCheck: cfg.partitionCheck(),
 	})
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	// runs on the engine: added after it, so it stops first.
 	dc, err := durable.New(durable.Config{
 		ClientOpts: engOpts, Naming: naming, ReplicationFactor: int16(cfg.TopicReplicationFactor),
-		Registerer: reg, Logger: log, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop,
+		Registerer: reg, Logger: log, SubscriptionLagTop: cfg.MetricsSubscriptionLagTop, PartitionCheck: cfg.partitionCheck(),
 	}, eng)
 	if err != nil {
 		return err

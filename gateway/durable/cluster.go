@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -77,10 +78,19 @@ type Config struct {
 	// the most lagging, get an aep_delivery_subscription_lag_records
 	// series. Zero means none.
 	SubscriptionLagTop int
+	// PartitionCheck is how often a durable stream asks the cluster
+	// whether partitions were added to its topic; it then reads them from
+	// their log start and commits them with the rest. Zero means
+	// DefaultPartitionCheck; negative never checks.
+	PartitionCheck time.Duration
 
 	// queue and maxQueue are the engine's (QueueLimits), set by New.
 	queue, maxQueue int
 }
+
+// DefaultPartitionCheck is how often a durable stream looks for
+// partitions added to its topic.
+const DefaultPartitionCheck = 10 * time.Second
 
 // Cluster serves durable at_least_once subscriptions on this node in
 // cooperation with the other nodes, through Kafka only (doc.go).
@@ -120,6 +130,9 @@ func New(cfg Config, eng Engine) (*Cluster, error) {
 	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
+	}
+	if cfg.PartitionCheck == 0 {
+		cfg.PartitionCheck = DefaultPartitionCheck
 	}
 	cfg.queue, cfg.maxQueue = eng.QueueLimits()
 	cl, err := kgo.NewClient(cfg.ClientOpts...)

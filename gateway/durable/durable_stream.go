@@ -670,7 +670,7 @@ func (s *DurableStream) run(ctx context.Context) {
 }
 
 func (s *DurableStream) loop(ctx context.Context) error {
-	lastCommit := time.Now()
+	lastCommit, lastCheck := time.Now(), time.Now()
 	var out []DurableDelivery
 	for {
 		if err := ctx.Err(); err != nil {
@@ -694,6 +694,10 @@ func (s *DurableStream) loop(ctx context.Context) error {
 			s.commitRounds.Add(1)
 			lastCommit = now
 		}
+		if every := s.e.cfg.PartitionCheck; every > 0 && time.Since(lastCheck) >= every {
+			s.checkPartitions(ctx)
+			lastCheck = time.Now()
+		}
 		pctx, wait := s.pollContext(ctx, now)
 		fs := s.cl.PollFetches(pctx)
 		wait()
@@ -713,6 +717,53 @@ func (s *DurableStream) loop(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// checkPartitions asks for the topic's partition count (one metadata
+// request) and, when partitions were added, reads them from their log
+// start: every record there was written after the stream opened (or after
+// the commit it resumed from, which covers the partitions it names: the
+// others start at their log start at the next open too, cursor
+// TopicState.Check). Their offsets are committed with the rest from then
+// on. Stream goroutine only.
+func (s *DurableStream) checkPartitions(ctx context.Context) {
+	md, err := s.e.adm.Metadata(ctx, s.topic)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.e.cfg.Logger.Debug().Err(err).Str("topic", s.topic).Msg("durable: partition check")
+		}
+		return
+	}
+	td, ok := md.Topics[s.topic]
+	if !ok || td.Err != nil || int32(len(td.Partitions)) <= s.parts {
+		return
+	}
+	st, err := s.e.State(ctx, s.req.Tenant)
+	if err != nil || st.ID.Tag() != s.tag {
+		return // unreadable, or another topic under the name: the next check, or the next open, decides
+	}
+	s.mu.Lock()
+	from := s.parts
+	if st.Partitions <= from {
+		s.mu.Unlock()
+		return
+	}
+	add := make(map[int32]kgo.Offset, st.Partitions-from)
+	for p := from; p < st.Partitions; p++ {
+		o := st.Start[p]
+		if err := s.tr.Assign(p, o); err != nil {
+			s.mu.Unlock()
+			s.e.cfg.Logger.Error().Err(err).Str("group", s.req.Group).Msg("durable: added partitions not read")
+			return
+		}
+		s.ps = append(s.ps, partState{next: o, readEnd: o, hw: o, reserved: o})
+		add[p] = kgo.NewOffset().At(o)
+	}
+	s.parts = st.Partitions
+	s.mu.Unlock()
+	s.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: add})
+	s.e.cfg.Logger.Warn().Str("group", s.req.Group).Int32("partitions_before", from).Int32("partitions", st.Partitions).
+		Msg("durable: partitions were added to the topic; the subscription reads them from their start")
 }
 
 // pollContext bounds the next poll by the next timer (at most 250ms) and
