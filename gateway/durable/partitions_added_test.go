@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -37,13 +35,7 @@ func TestDurablePartitionsAddedWhileStreaming(t *testing.T) {
 	if _, err := adm.CreatePartitions(ctx, 2, k.topic); err != nil {
 		t.Fatal(err)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	g := *k.g
-	g.Prod = prod
+	g := k.g.WithNewProducer(t) // it knows the added partitions
 	g.ProduceD(t, 2, "task.updated", "s2", 1)
 	g.ProduceD(t, 3, "task.updated", "s3", 2)
 	got := map[string]bool{}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
@@ -48,13 +47,7 @@ func TestPartitionsAddedWhileRunningReachEveryReader(t *testing.T) {
 		defer tl.mu.Unlock()
 		return len(tl.pos) == 4
 	})
-	prod, err := kgo.NewClient(kgo.SeedBrokers(k.cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	g := *k.g
-	g.Prod = prod
+	g := k.g.WithNewProducer(t) // it knows the added partitions
 	g.ProduceD(t, 2, "task.progress", "new2", 0)
 	g.ProduceD(t, 3, "task.progress", "new3", 0)
 

@@ -32,12 +32,29 @@ func NewKafka(tb testing.TB, tenant string, parts int32, opts ...kfake.Opt) *Kaf
 		tb.Fatal(err)
 	}
 	tb.Cleanup(c.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	k := &Kafka{Cluster: c, Topic: topic, Parts: parts}
+	k.Prod = k.newProducer(tb)
+	return k
+}
+
+func (k *Kafka) newProducer(tb testing.TB) *kgo.Client {
+	tb.Helper()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(k.Cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(prod.Close)
-	return &Kafka{Cluster: c, Prod: prod, Topic: topic, Parts: parts}
+	return prod
+}
+
+// WithNewProducer returns a copy of k with a producer of its own, started
+// now: it knows the partitions the topic has now (k's own learns of added
+// ones only at its next metadata refresh).
+func (k *Kafka) WithNewProducer(tb testing.TB) *Kafka {
+	tb.Helper()
+	c := *k
+	c.Prod = k.newProducer(tb)
+	return &c
 }
 
 // ProduceD writes one dialect D event of type typ in session sess (id
