@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -28,8 +29,9 @@ import (
 // would hand out offsets again. The broker therefore journals every
 // partition's high watermark (dir/offsets.json, every journalEvery and at
 // close) and, at start, compares: a partition found below its journaled
-// mark is logged loudly, and Reused reports the offsets that may have been
-// handed out before, so ingest responses say so.
+// mark is padded back to it with empty records (pad); when that cannot be
+// done it is logged loudly, and Reused reports the offsets that may have
+// been handed out before, so ingest responses say so.
 type embeddedBroker struct {
 	cluster *kfake.Cluster
 	addr    string
@@ -119,11 +121,11 @@ func (b *embeddedBroker) journalPath() string { return filepath.Join(b.dir, "off
 
 // highWatermarks lists every partition's end offset.
 func (b *embeddedBroker) highWatermarks(ctx context.Context) (map[string]map[int32]int64, error) {
-	topics, err := b.adm.ListTopics(ctx)
-	if err != nil {
-		return nil, err
+	names, err := b.topicNames(ctx)
+	if err != nil || len(names) == 0 {
+		return map[string]map[int32]int64{}, err
 	}
-	ends, err := b.adm.ListEndOffsets(ctx, topics.Names()...)
+	ends, err := b.adm.ListEndOffsets(ctx, names...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +140,23 @@ func (b *embeddedBroker) highWatermarks(ctx context.Context) (map[string]map[int
 		out[o.Topic][o.Partition] = o.Offset
 	})
 	return out, nil
+}
+
+// topicNames lists every topic of the broker with a metadata request for
+// all topics. (kadm's ListTopics answers an empty list against kfake, which
+// left the offsets journal empty: TestEmbeddedRestartNeverReusesOffsets.)
+func (b *embeddedBroker) topicNames(ctx context.Context) ([]string, error) {
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, b.admCl)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	names := make([]string, 0, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			names = append(names, *t.Topic)
+		}
+	}
+	return names, nil
 }
 
 func (b *embeddedBroker) checkJournal() error {
@@ -161,15 +180,57 @@ func (b *embeddedBroker) checkJournal() error {
 	for topic, parts := range saved {
 		for p, old := range parts {
 			cur, ok := now[topic][p]
-			if ok && cur < old {
-				if b.resets[topic] == nil {
-					b.resets[topic] = map[int32]int64{}
-				}
-				b.resets[topic][p] = old
-				b.log.Error().Str("topic", topic).Int32("partition", p).Int64("journaled_end", old).Int64("end", cur).
-					Msg("embedded kafka: partition restarted below offsets already handed out (emptied by retention before a crash); offsets below journaled_end are reused and flagged reused_offset in ingest responses")
+			if !ok || cur >= old {
+				continue
 			}
+			err := b.pad(topic, p, old-cur)
+			if err == nil {
+				b.log.Warn().Str("topic", topic).Int32("partition", p).Int64("journaled_end", old).Int64("end", cur).
+					Msg("embedded kafka: partition restarted below offsets already handed out (emptied by retention before a crash); padded back to journaled_end with empty records (key aep-gateway:padding), so no offset is handed out twice")
+				continue
+			}
+			if b.resets[topic] == nil {
+				b.resets[topic] = map[int32]int64{}
+			}
+			b.resets[topic][p] = old
+			b.log.Error().Err(err).Str("topic", topic).Int32("partition", p).Int64("journaled_end", old).Int64("end", cur).
+				Msg("embedded kafka: partition restarted below offsets already handed out (emptied by retention before a crash) and could not be padded; offsets below journaled_end are reused and flagged reused_offset in ingest responses")
 		}
+	}
+	return nil
+}
+
+// maxPad bounds the records pad writes for one partition (at about 10
+// bytes each, compressed in batches: seconds at start for the largest).
+const maxPad = 10_000_000
+
+// pad appends n empty records (no value, no headers: every reader skips
+// them) to a partition that came back below offsets it had handed out,
+// so that the next record gets the next offset never used.
+func (b *embeddedBroker) pad(topic string, p int32, n int64) error {
+	if n > maxPad {
+		return fmt.Errorf("%d offsets to pad, more than %d", n, maxPad)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(0))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	key := []byte("aep-gateway:padding")
+	const chunk = 10_000
+	rs := make([]*kgo.Record, 0, chunk)
+	for n > 0 {
+		rs = rs[:0]
+		for i := int64(0); i < min(n, chunk); i++ {
+			rs = append(rs, &kgo.Record{Topic: topic, Partition: p, Key: key})
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			return fmt.Errorf("pad %s/%d: %w", topic, p, err)
+		}
+		n -= int64(len(rs))
 	}
 	return nil
 }
