@@ -12,12 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/aep-gateway/aep-gateway/internal/segrepair"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -41,6 +43,7 @@ type embeddedBroker struct {
 	admCl   *kgo.Client
 
 	resets map[string]map[int32]int64 // topic -> partition -> journaled HWM; read-only after start
+	damage []segrepair.Damage         // found in the segments at start; read-only
 
 	quit      chan struct{}
 	done      chan struct{}
@@ -60,6 +63,12 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 	}
 	if err := privateDataDir(c.DataDir); err != nil {
 		return nil, err
+	}
+	// Before kfake loads the segments: it would truncate a partition at
+	// its first damaged batch and drop every intact one after it.
+	damage, rerr := segrepair.Repair(filepath.Join(c.DataDir, "kafka"), filepath.Join(c.DataDir, "damaged"))
+	if rerr != nil {
+		log.Error().Err(rerr).Msg("embedded kafka: segment check failed; the broker loads what it can")
 	}
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
@@ -95,7 +104,7 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 		return nil, fmt.Errorf("start embedded kafka: %w", err)
 	}
 	b := &embeddedBroker{
-		cluster: cluster, addr: cluster.ListenAddrs()[0], dir: c.DataDir, log: log,
+		cluster: cluster, addr: cluster.ListenAddrs()[0], dir: c.DataDir, log: log, damage: damage,
 		resets: map[string]map[int32]int64{}, quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	b.admCl, err = kgo.NewClient(kgo.SeedBrokers(b.addr))
@@ -110,6 +119,7 @@ func startEmbedded(c config, log zerolog.Logger) (*embeddedBroker, error) {
 	if err := b.alignRetention(c, partitioning.Naming{Template: c.TopicTemplate}); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: could not apply the byte bound to existing tenant topics")
 	}
+	b.reportDamage()
 	if err := b.checkJournal(); err != nil {
 		log.Error().Err(err).Msg("embedded kafka: could not check the offsets journal")
 	}
@@ -308,5 +318,54 @@ func (l kfakeLogger) Logf(level kfake.LogLevel, msg string, args ...any) {
 		l.log.Error().Str("component", "embedded-kafka").Msgf(msg, args...)
 	case kfake.LogLevelWarn:
 		l.log.Warn().Str("component", "embedded-kafka").Msgf(msg, args...)
+	}
+}
+
+// reportDamage logs what segrepair found at start: each damaged run with
+// the offsets that were lost and where its bytes went, and torn tails.
+func (b *embeddedBroker) reportDamage() {
+	for _, d := range b.damage {
+		if d.Torn || d.Lost() == 0 {
+			b.log.Warn().Str("topic", d.Topic).Int32("partition", d.Partition).Str("segment", d.Segment).Int("bytes", d.Bytes).
+				Msg("embedded kafka: incomplete bytes at the end of a partition (a crash mid-write) or between batches; dropped, no acknowledged record lost")
+			continue
+		}
+		b.log.Error().Str("topic", d.Topic).Int32("partition", d.Partition).Str("segment", d.Segment).
+			Int64("first_offset", d.FirstOffset).Int64("last_offset", d.LastOffset).Int("bytes", d.Bytes).Str("quarantine", d.Quarantine).
+			Msg("embedded kafka: damaged record batch on disk; its offsets now hold empty records (those events are lost), every intact record after it is kept, the damaged bytes are in quarantine")
+	}
+}
+
+// LastError implements gateway.ProvisioningReporter: damage found at start
+// does not make the node unready (Warnings lists it).
+func (b *embeddedBroker) LastError() error { return nil }
+
+// Warnings implements gateway.TopicWarner: /readyz lists the damaged runs
+// found at start, so an operator sees that events were lost.
+func (b *embeddedBroker) Warnings() []string {
+	var out []string
+	for _, d := range b.damage {
+		if d.Lost() > 0 {
+			out = append(out, fmt.Sprintf("embedded kafka: %s partition %d offsets %d-%d were damaged on disk and are lost (bytes in %s)",
+				d.Topic, d.Partition, d.FirstOffset, d.LastOffset, d.Quarantine))
+		}
+	}
+	return out
+}
+
+// damageMetrics are the gauges of what segrepair found at start.
+func (b *embeddedBroker) damageMetrics() []prometheus.Collector {
+	var runs, lost float64
+	for _, d := range b.damage {
+		if d.Lost() > 0 {
+			runs++
+			lost += float64(d.Lost())
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_embedded_damaged_batches",
+			Help: "Damaged record batches found in the embedded broker's segment files at start and replaced by empty records"}, func() float64 { return runs }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_embedded_damaged_offsets",
+			Help: "Offsets of the embedded broker whose records were damaged on disk at start (events lost, now empty records)"}, func() float64 { return lost }),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -135,5 +136,67 @@ func BenchmarkEmbeddedPad(b *testing.B) {
 		if err := eb.pad(topic, 0, 100_000); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The gateway's embedded broker repairs a damaged segment before it loads
+// it (internal/segrepair), and says so: /readyz warnings name the lost
+// offsets, the gauges count them, every intact record is read back.
+func TestEmbeddedDamagedSegmentReported(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := parseConfig([]string{"--data-dir", dir, "--embedded-kafka-listen", "127.0.0.1:0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic = "aep.dmg.events"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b1, err := startEmbedded(cfg, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b1.adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		produceN(ctx, t, b1.addr, topic, 20, "r")
+	}
+	b1.Close()
+	seg := filepath.Join(dir, "kafka", "partitions", topic+"-0", "0.dat")
+	raw, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(raw) / 2; i < len(raw)/2+16; i++ {
+		raw[i] ^= 0xff
+	}
+	if err := os.WriteFile(seg, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := startEmbedded(cfg, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	ws := b2.Warnings()
+	if len(ws) != 1 || !strings.Contains(ws[0], topic+" partition 0 offsets ") || !strings.Contains(ws[0], filepath.Join(dir, "damaged")) {
+		t.Fatalf("/readyz warnings %q, want the damaged offsets and the quarantine", ws)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(b2.damageMetrics()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	lost := b2.damage[0].Lost()
+	if got["aep_embedded_damaged_batches"] != 1 || got["aep_embedded_damaged_offsets"] != float64(lost) || lost < 1 || lost >= 200 {
+		t.Fatalf("gauges %v, want 1 batch and %d offsets", got, lost)
+	}
+	if off := produceN(ctx, t, b2.addr, topic, 1, "after"); off != 200 {
+		t.Fatalf("next record at offset %d, want 200: the intact records after the damage were dropped", off)
 	}
 }

@@ -238,7 +238,9 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Checks:       []gateway.ReadinessCheck{{Name: "poller", Err: hub.PollerErr}}}
 	if embedded != nil {
 		deps.Auditor = embedded
-		deps.Pinger = pingAll{producer, embedded} // /readyz sees a broker that stopped accepting
+		deps.Pinger = pingAll{producer, embedded}               // /readyz sees a broker that stopped accepting
+		deps.Provisioning = append(deps.Provisioning, embedded) // damage found on disk at start
+		reg.MustRegister(embedded.damageMetrics()...)
 	}
 	srv, err := gateway.New(gateway.Config{
 		Registry: reg,
