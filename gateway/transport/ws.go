@@ -23,6 +23,12 @@ type WSConfig struct {
 	// waits fills its own bounded queue, which the engine handles as for
 	// any slow consumer. Zero means 256.
 	Outbound int
+	// OutboundBytes bounds the bytes of the messages queued: a sender whose
+	// message would take the queue past it waits as for a full queue (one
+	// message larger than the bound passes when nothing else is queued).
+	// The count alone let 256 events of 100 KB wait on one connection.
+	// Zero means DefaultOutboundBytes.
+	OutboundBytes int
 	// WriteTimeout bounds each write (queued messages written back to
 	// back, at most 64, share one); a write that does not finish in time
 	// ends the connection. Zero means 10s.
@@ -87,6 +93,9 @@ func (c WSConfig) withDefaults() WSConfig {
 	if c.Outbound <= 0 {
 		c.Outbound = 256
 	}
+	if c.OutboundBytes <= 0 {
+		c.OutboundBytes = DefaultOutboundBytes
+	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
 	}
@@ -95,6 +104,10 @@ func (c WSConfig) withDefaults() WSConfig {
 	}
 	return c
 }
+
+// DefaultOutboundBytes is a connection's outbound byte bound when
+// WSConfig sets none.
+const DefaultOutboundBytes = 2 << 20
 
 // Item is one element of a connection's outbound queue: a text message
 // with optional bookkeeping (Meta, handed to WSConfig.Written once the
@@ -133,6 +146,10 @@ type Conn struct {
 	ctx    context.Context // ends every goroutine of the connection
 	cancel context.CancelFunc
 	out    *queue.Queue[Item]
+	// outBytes is the bytes of the messages in out; bytesRoom holds a
+	// token when the writer took some (OutboundBytes).
+	outBytes  atomic.Int64
+	bytesRoom chan struct{}
 	// urgent carries a close that skips the queue (shutdown, timeouts).
 	urgent    chan Item
 	urgentOne sync.Once
@@ -182,7 +199,7 @@ func NewConn(ws *Socket, cfg WSConfig) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{
 		ws: ws, cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), wstopped: make(chan struct{}),
+		out: queue.New[Item](cfg.Outbound), urgent: make(chan Item, 1), wstopped: make(chan struct{}), bytesRoom: make(chan struct{}, 1),
 	}
 	c.w.c = c
 	if ws != nil {
@@ -248,7 +265,45 @@ func (c *Conn) SendCtx(ctx context.Context, it Item) bool {
 	if c.ctx.Err() != nil {
 		return false
 	}
-	return c.out.Push(ctx, it) == nil
+	n := int64(len(it.Msg))
+	if !c.waitBytes(ctx, n) {
+		return false
+	}
+	c.outBytes.Add(n)
+	if c.out.Push(ctx, it) != nil {
+		c.tookBytes(n)
+		return false
+	}
+	if c.outBytes.Load() < int64(c.cfg.OutboundBytes) {
+		signal(c.bytesRoom) // another waiting sender may fit too
+	}
+	return true
+}
+
+// waitBytes waits until n more bytes fit the outbound byte bound (or
+// nothing is queued); false when ctx or the connection ends first.
+func (c *Conn) waitBytes(ctx context.Context, n int64) bool {
+	limit := int64(c.cfg.OutboundBytes)
+	for {
+		if cur := c.outBytes.Load(); cur == 0 || cur+n <= limit {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-c.ctx.Done():
+			return false
+		case <-c.bytesRoom:
+		}
+	}
+}
+
+// tookBytes counts n bytes out of the queue and wakes a waiting sender.
+func (c *Conn) tookBytes(n int64) {
+	if n > 0 {
+		c.outBytes.Add(-n)
+		signal(c.bytesRoom)
+	}
 }
 
 // Close queues a close frame (after WSConfig.Closing's message) behind
@@ -263,6 +318,7 @@ func (c *Conn) Close(status websocket.StatusCode, reason string) {
 // (shutdown: what is queued still goes out when it can).
 func (c *Conn) CloseAfter(msg []byte, status websocket.StatusCode, reason string) {
 	if c.out.Offer(closeItem(msg, status, reason)) {
+		c.outBytes.Add(int64(len(msg)))
 		c.closeQueued.Store(true)
 		return
 	}
@@ -525,6 +581,7 @@ func (c *Conn) TakeQueued() []Item {
 		if !ok {
 			return out
 		}
+		c.tookBytes(int64(len(it.Msg)))
 		out = append(out, it)
 	}
 }
@@ -547,4 +604,12 @@ func (c *Conn) join() {
 	}
 	c.life.Unlock()
 	c.workers.Wait()
+}
+
+// signal leaves a token in c unless one is there.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }

@@ -89,11 +89,14 @@ func (w *wsWriter) flush(b []byte, closes bool) bool {
 func (w *wsWriter) run() (n int, more bool) {
 	c := w.c
 	b := w.get()
+	var took int64
+	defer func() { c.tookBytes(took) }()
 	for ; n < maxRun && len(b) < maxRunBytes && len(c.urgent) == 0; n++ {
 		it, ok, _ := c.out.Next()
 		if !ok {
 			break
 		}
+		took += int64(len(it.Msg))
 		if len(it.Msg) > 0 {
 			b = AppendFrame(b, opText, it.Msg)
 			if it.Meta != nil && c.cfg.Written != nil {
