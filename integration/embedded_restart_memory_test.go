@@ -59,6 +59,14 @@ func dirBytes(t *testing.T, dir string) int64 {
 // random bytes, keyed by 64 sessions.
 func fillTenant(ctx context.Context, t *testing.T, addr string, n, pad int, opts ...kgo.Opt) {
 	t.Helper()
+	fillTenantWith(ctx, t, addr, n, pad, false, opts...)
+}
+
+// fillTenantWith is fillTenant whose pad is random hex (about 2x under
+// lz4, like real events), or with compressible a run of one repeated
+// word (far more: what an attacker sends to make fetches decode large).
+func fillTenantWith(ctx context.Context, t *testing.T, addr string, n, pad int, compressible bool, opts ...kgo.Opt) {
+	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -72,9 +80,17 @@ func fillTenant(ctx context.Context, t *testing.T, addr string, n, pad int, opts
 		sess := "s" + strconv.Itoa(i%64)
 		a := aep.Attrs{Dialect: aep.DialectD, ID: "evt_" + strconv.Itoa(i), Type: "task.progress", Source: "agent:mem", Session: sess}
 		for j := range raw {
-			raw[j] = byte(rnd.Uint32())
+			if compressible {
+				raw[j] = "agent"[j%5]
+			} else {
+				raw[j] = byte(rnd.Uint32())
+			}
 		}
-		v := fmt.Sprintf(`{"aep_version":"0.1","id":"evt_%d","type":"task.progress","source":"agent:mem","session_id":"%s","created_at":"2026-07-09T10:00:00Z","payload":{"pad":"%x"}}`, i, sess, raw)
+		pad := fmt.Sprintf("%x", raw)
+		if compressible {
+			pad = string(raw) + string(raw)
+		}
+		v := fmt.Sprintf(`{"aep_version":"0.1","id":"evt_%d","type":"task.progress","source":"agent:mem","session_id":"%s","created_at":"2026-07-09T10:00:00Z","payload":{"pad":"%s"}}`, i, sess, pad)
 		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(sess), Value: []byte(v), Headers: partitioning.AppendHeaders(nil, &a)},
 			func(_ *kgo.Record, err error) {
 				if err != nil {

@@ -91,6 +91,8 @@ type config struct {
 	DedupWindow     time.Duration
 	DedupMaxEvents  int
 	PartitionCheck  time.Duration
+	MemoryBudget    int64
+	TenantBudget    int64
 	ShutdownTimeout time.Duration
 	DrainDelay      time.Duration
 	LogFormat       string
@@ -202,6 +204,8 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.CORSAllowedOrigins, "cors-allowed-origins", "", "comma-separated browser origins allowed to call the HTTP routes and open WebSockets: exact origins (https://app.example.com) or host patterns (https://*.example.com); empty: no cross-origin access")
 	fs.Duration(&c.WriteTimeout, "write-timeout", 30*time.Second, "how long an ingest request may take in all (tenant topic creation included), and how long the producer keeps trying an event whose request was answered before Kafka acknowledged it")
 	fs.Duration(&c.ProduceTimeout, "produce-timeout", gateway.DefaultProduceTimeout, "how long an ingest request waits for Kafka to acknowledge its events; past it the answer is 503 \"may or may not be in the log\" (retry with the same ids: the idempotency window answers a retry with the first write's position)")
+	fs.Int64(&c.MemoryBudget, "memory-budget", engine.DefaultMemoryBudget, "bytes (decoded) of events that catching-up streams (replays, resumes, slow lossless subscribers) may hold queued on this node; past it they wait for their clients to read (-1: no bound; docs/security.md)")
+	fs.Int64(&c.TenantBudget, "tenant-memory-budget", engine.DefaultTenantMemoryBudget, "the same bound for each tenant's streams, so that one tenant cannot take the node's budget (-1: no bound)")
 	fs.Duration(&c.PartitionCheck, "partition-check", engine.DefaultPartitionCheck, "how often each node's readers of a tenant topic (live tails, durable streams) look for partitions an operator added; they read them from their start (0: never)")
 	fs.Duration(&c.DedupWindow, "dedup-window", dedup.DefaultTTL, "how long a node remembers an ingested event identity (tenant, source, id), to answer a retry with the first write's position instead of writing it again")
 	fs.Int(&c.DedupMaxEvents, "dedup-max-events", dedup.DefaultMax, "how many ingested event identities a node remembers at most (the oldest go first; 0: the default; -1: no idempotency window)")

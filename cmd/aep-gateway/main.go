@@ -274,6 +274,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		LiveDelivery: liveMode, Forward: fwdCfg,
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
 		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants, PartitionCheck: cfg.partitionCheck(),
+		MemoryBudget: cfg.MemoryBudget, TenantMemoryBudget: cfg.TenantBudget,
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/membudget"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -31,6 +32,11 @@ const (
 	// DefaultPartitionCheck is how often a tail looks for partitions added
 	// to its topic.
 	DefaultPartitionCheck = 10 * time.Second
+	// DefaultMemoryBudget and DefaultTenantMemoryBudget bound the decoded
+	// event bytes that catching-up streams hold in their queues, on the
+	// node and per tenant.
+	DefaultMemoryBudget       = 256 << 20
+	DefaultTenantMemoryBudget = 64 << 20
 )
 
 var (
@@ -95,11 +101,19 @@ type Config struct {
 	// log start, and catch-ups joining it read them too. Zero means
 	// DefaultPartitionCheck; negative never checks.
 	PartitionCheck time.Duration
+	// MemoryBudget and TenantMemoryBudget bound, in bytes decoded, the
+	// events that catching-up streams (replays, resumes, fallbacks of slow
+	// lossless subscribers) hold in their queues: on the node, and for each
+	// tenant. A catch-up past either waits for its consumer (or another
+	// tenant's) to take events before it reads on. Zero means the default;
+	// negative means no bound.
+	MemoryBudget, TenantMemoryBudget int64
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
 type Engine struct {
 	cfg     Config
+	budget  *membudget.Budget // catching-up streams' queued bytes
 	metrics *metrics
 	admCl   *kgo.Client
 	adm     *kadm.Client
@@ -141,6 +155,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.PartitionCheck == 0 {
 		cfg.PartitionCheck = DefaultPartitionCheck
 	}
+	if cfg.MemoryBudget == 0 {
+		cfg.MemoryBudget = DefaultMemoryBudget
+	}
+	if cfg.TenantMemoryBudget == 0 {
+		cfg.TenantMemoryBudget = DefaultTenantMemoryBudget
+	}
 	mode, err := ParseLiveDelivery(string(cfg.LiveDelivery))
 	if err != nil {
 		return nil, err
@@ -161,8 +181,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
-		tails: map[string]*tail{}, node: node,
+		tails: map[string]*tail{}, node: node, budget: membudget.New(cfg.MemoryBudget, cfg.TenantMemoryBudget),
 	}
+	e.metrics.registerBudget(cfg.Registerer, e.budget)
 	if cfg.LiveDelivery == LiveWorkers && e.startGoroutines(1) {
 		go e.warmFeed()
 	}

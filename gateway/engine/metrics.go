@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aep-gateway/aep-gateway/internal/membudget"
 )
 
 // metrics are the engine's Prometheus series. They are registered on
@@ -17,6 +19,7 @@ type metrics struct {
 	regFailures   prometheus.Counter // LiveWorkers: failed registry writes (each retried until it lands)
 	tenants       *tenantLabels
 	refusals      *prometheus.CounterVec
+	budgetWaits   prometheus.Counter // catch-ups that waited for the memory budget
 }
 
 func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
@@ -31,6 +34,8 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 			Help: "--live-delivery workers: failed attempts to write this node's subscription entries to the registry topic (each is retried until it lands)."}),
 		tenants:  newTenantLabels(maxTenants),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "aep_delivery_refusals_total", Help: "Delivery requests refused by a limit, by limit."}, []string{"limit"}),
+		budgetWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "aep_delivery_budget_waits_total",
+			Help: "Times a catching-up stream waited because the node's or its tenant's memory budget was full (--memory-budget, --tenant-memory-budget)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.subscriptions, m.delivered, m.dropped, m.fallbacks, m.refusals)
@@ -39,6 +44,16 @@ func newMetrics(reg prometheus.Registerer, maxTenants int) *metrics {
 		reg.MustRegister(m.catchUps, m.regFailures)
 	}
 	return m
+}
+
+// registerBudget registers the budget's gauge and the waits counter.
+func (m *metrics) registerBudget(reg prometheus.Registerer, b *membudget.Budget) {
+	if reg == nil {
+		return
+	}
+	reg.MustRegister(m.budgetWaits, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "aep_delivery_budget_bytes",
+		Help: "Decoded event bytes that catching-up streams hold in their queues on this node (bounded by --memory-budget)."},
+		func() float64 { n, _ := b.Used(""); return float64(n) }))
 }
 
 // OtherTenant is the tenant label of every tenant past the cap of

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -268,6 +270,9 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
+	sizer := fetchsize.New(s.e.cfg.ReaderFetchBytes)
+	held := &queueHold{e: s.e, tenant: s.t.tenant, q: s.q}
+	defer held.releaseAll()
 	// Forwarded feed: a live subscription's first catch-up waits for the
 	// workers' markers before it reads (they usually come before it would
 	// have read anything); a resume or a fallback has a replay to read and
@@ -313,11 +318,12 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			}
 		}
 		if cl == nil {
-			if cl, err = kgo.NewClient(s.e.readerOpts(s.t.topic, offs)...); err != nil {
+			if cl, err = kgo.NewClient(append(s.e.readerOpts(s.t.topic, offs), sizer.Opts()...)...); err != nil {
 				return err
 			}
 		}
 		fs := s.poll(ctx, cl)
+		sizer.Adjust(cl) // the next fetch decodes to about ReaderFetchBytes
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -335,6 +341,9 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			}
 			ev := &Event{Record: r, Attrs: attrs}
 			attrs.Ext = nil
+			if err := held.take(ctx, recordBytes(r)); err != nil {
+				return err
+			}
 			s.seq++
 			replayed++
 			if err := s.q.Push(ctx, Delivery{Event: ev, Sequence: s.seq}); err != nil {
@@ -349,4 +358,84 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 // catch-up is the only sender, so room it sees stays until it sends.
 func (s *Subscription) waitRoom(ctx context.Context) error {
 	return s.q.WaitRoom(ctx)
+}
+
+// queueHold is what a catch-up holds of the engine's memory budget: the
+// decoded bytes of the events it queued that its consumer has not taken
+// yet (oldest first: the queue is a FIFO, and events queued before the
+// catch-up began come before its own).
+type queueHold struct {
+	e      *Engine
+	tenant string
+	q      *queue.Queue[Delivery]
+	sizes  []int64
+}
+
+// take waits until the budget grants n more bytes, giving back first what
+// the consumer took meanwhile.
+func (h *queueHold) take(ctx context.Context, n int64) error {
+	var tick *time.Timer
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
+	waited := false
+	for {
+		h.releaseTaken()
+		if h.e.budget.TryAcquire(h.tenant, n) {
+			h.sizes = append(h.sizes, n)
+			return nil
+		}
+		if !waited {
+			waited = true
+			h.e.metrics.budgetWaits.Inc()
+		}
+		// The consumer frees bytes without telling the budget: look again
+		// after a while, or when another holder gives bytes back.
+		if tick == nil {
+			tick = time.NewTimer(budgetPoll)
+		} else {
+			tick.Reset(budgetPoll)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-h.e.budget.Changed():
+		case <-tick.C:
+		}
+	}
+}
+
+// budgetPoll is how often a catch-up waiting for the budget looks whether
+// its consumer took events.
+const budgetPoll = 20 * time.Millisecond
+
+func (h *queueHold) releaseTaken() {
+	taken := len(h.sizes) - h.q.Len()
+	if taken <= 0 {
+		return
+	}
+	for _, n := range h.sizes[:taken] {
+		h.e.budget.Release(h.tenant, n)
+	}
+	h.sizes = append(h.sizes[:0], h.sizes[taken:]...)
+}
+
+// releaseAll gives everything back when the catch-up ends: what it queued
+// is then the stream's, bounded by its queue's length.
+func (h *queueHold) releaseAll() {
+	for _, n := range h.sizes {
+		h.e.budget.Release(h.tenant, n)
+	}
+	h.sizes = nil
+}
+
+// recordBytes is about what a record holds in memory decoded.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value) + 128
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value) + 32
+	}
+	return int64(n)
 }
