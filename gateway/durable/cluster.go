@@ -47,6 +47,8 @@ type Engine interface {
 	ReaderOpts(topic string, offs map[int32]kgo.Offset) []kgo.Opt
 	// QueueLimits are the default and the largest queue length.
 	QueueLimits() (queue, maxQueue int)
+	// ReaderFetchBytes is about what one fetch of a reader decodes to.
+	ReaderFetchBytes() int32
 	// CountDelivered counts one event queued to a subscriber.
 	CountDelivered()
 	// TenantLabel is the capped tenant label of per-tenant metrics.
@@ -86,6 +88,8 @@ type Config struct {
 
 	// queue and maxQueue are the engine's (QueueLimits), set by New.
 	queue, maxQueue int
+	// readerFetch is the engine's ReaderFetchBytes, set by New.
+	readerFetch int32
 }
 
 // DefaultPartitionCheck is how often a durable stream looks for
@@ -135,6 +139,7 @@ func New(cfg Config, eng Engine) (*Cluster, error) {
 		cfg.PartitionCheck = DefaultPartitionCheck
 	}
 	cfg.queue, cfg.maxQueue = eng.QueueLimits()
+	cfg.readerFetch = eng.ReaderFetchBytes()
 	cl, err := kgo.NewClient(cfg.ClientOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("durable: admin client: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
+	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -300,6 +301,7 @@ type DurableStream struct {
 	parts int32
 	q     *queue.Queue[DurableDelivery]
 	cl    *kgo.Client
+	sizer *fetchsize.Sizer // keeps cl's fetches near ReaderFetchBytes decoded
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -428,7 +430,8 @@ func (e *Cluster) openClaimed(ctx context.Context, req DurableRequest, st cursor
 		}
 		offs[int32(p)] = kgo.NewOffset().At(o)
 	}
-	if s.cl, err = kgo.NewClient(e.readerOpts(topic, offs)...); err != nil {
+	s.sizer = fetchsize.New(e.cfg.readerFetch)
+	if s.cl, err = kgo.NewClient(append(e.readerOpts(topic, offs), s.sizer.Opts()...)...); err != nil {
 		return nil, fmt.Errorf("durable: durable client: %w", err)
 	}
 	if !e.startGoroutines(1) {
@@ -701,6 +704,7 @@ func (s *DurableStream) loop(ctx context.Context) error {
 		pctx, wait := s.pollContext(ctx, now)
 		fs := s.cl.PollFetches(pctx)
 		wait()
+		s.sizer.Adjust(s.cl) // the next fetch decodes to about ReaderFetchBytes
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -21,6 +21,10 @@ func (e *Engine) ReaderOpts(topic string, offs map[int32]kgo.Offset) []kgo.Opt {
 	return e.readerOpts(topic, offs)
 }
 
+// ReaderFetchBytes is Config.ReaderFetchBytes, the default filled: about
+// what one fetch of a reader decodes to (internal/fetchsize).
+func (e *Engine) ReaderFetchBytes() int32 { return e.cfg.ReaderFetchBytes }
+
 // QueueLimits returns Config.Queue and Config.MaxQueue, defaults filled.
 func (e *Engine) QueueLimits() (queue, maxQueue int) { return e.cfg.Queue, e.cfg.MaxQueue }
 
