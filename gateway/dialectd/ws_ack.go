@@ -231,7 +231,7 @@ func (c *wsConn) pumpAck(s *wsSub) {
 		if ended {
 			c.ended(s, string(last))
 		}
-		close(s.done)
+		c.finish(s)
 	})
 }
 

@@ -30,6 +30,10 @@ type wsSub struct {
 	requested string      // the delivery_mode asked for
 	cancelled atomic.Bool // set by the reader before it closes sub
 	done      chan struct{}
+	// counted: the subscription takes a place of its own under the
+	// tenant's stream cap (not the connection's first); given back when
+	// its pump stops (finish).
+	counted bool
 }
 
 type wsSubCreated struct {
@@ -71,11 +75,20 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	var s *wsSub
 	var created *wsSubCreated
 	var rej *wsSubReject
-	if durable := attachID(payload); durable != "" {
+	durable := attachID(payload)
+	if durable != "" {
 		id = durable
-		s, created, rej = c.attach(durable)
-	} else {
-		s, created, rej = c.startSub(id, payload)
+	}
+	counted, rej := c.countSub()
+	if rej == nil {
+		if durable != "" {
+			s, created, rej = c.attach(durable)
+		} else {
+			s, created, rej = c.startSub(id, payload)
+		}
+		if rej != nil && counted {
+			c.h.hub.Give(c.tenant.String())
+		}
 	}
 	if rej != nil {
 		filter := json.RawMessage(`{}`)
@@ -86,6 +99,7 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 		e.Details = rej.details
 		return c.reply("subscription.rejected", attrs.ID, wsSubRejected{SubscriptionID: id, Filter: filter, Error: e})
 	}
+	s.counted = counted
 	c.subsMu.Lock()
 	c.subs[id] = s
 	c.subsMu.Unlock()
@@ -93,6 +107,32 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 	ok := c.reply("subscription.created", attrs.ID, created)
 	c.pump(s)
 	return ok
+}
+
+// countSub takes a place under the tenant's stream cap for a subscription
+// beyond the connection's first (the connection holds one already): each
+// subscription catches up and queues on its own, so 32 on one connection
+// cost what 32 streams do. True when it took one.
+func (c *wsConn) countSub() (bool, *wsSubReject) {
+	c.subsMu.Lock()
+	n := len(c.subs)
+	c.subsMu.Unlock()
+	if n == 0 {
+		return false, nil
+	}
+	if err := c.h.hub.Take(c.tenant.String()); err != nil {
+		return false, &wsSubReject{msg: "the tenant holds the most streams allowed on this node (--max-streams-per-tenant; every subscription beyond a connection's first counts): " + err.Error(), retryable: true}
+	}
+	return true, nil
+}
+
+// finish gives back the subscription's place under the stream cap; its
+// pump calls it once, when it stops.
+func (c *wsConn) finish(s *wsSub) {
+	if s.counted {
+		c.h.hub.Give(c.tenant.String())
+	}
+	close(s.done)
 }
 
 // roomFor is why subscription id cannot be added to the connection: the
@@ -282,7 +322,7 @@ func (c *wsConn) pump(s *wsSub) {
 		if ended {
 			c.ended(s, string(last))
 		}
-		close(s.done)
+		c.finish(s)
 	})
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 // wsEnv is a gateway on kfake with the D WebSocket binding mounted at /aep
@@ -602,4 +603,36 @@ func TestWSDExpiredOnEngineClose(t *testing.T) {
 	if m := w.Next(); m.Type != "event.rejected" {
 		t.Fatalf("cancel of an expired subscription: %s", m.Raw)
 	}
+}
+
+// Every subscription beyond a connection's first takes a place under the
+// tenant's stream cap (issue 31: one connection held 32 catching-up
+// subscriptions for the price of one stream): at the cap a further
+// subscription is rejected, retryable, naming the cap, and so is a further
+// connection; a cancelled subscription gives its place back.
+func TestWSDSubscriptionsCountTowardTheStreamCap(t *testing.T) {
+	hub := transport.NewHub(3)
+	e := newWSEnv(t, dialectd.WSConfig{Hub: hub})
+	w := e.open()
+	w.MustSubscribe("evt_s1", `{"types":"*"}`) // rides on the connection's place
+	second := w.MustSubscribe("evt_s2", `{"types":"*"}`)
+	w.MustSubscribe("evt_s3", `{"types":"*"}`) // the connection and 2 more: 3
+	m := w.Subscribe("evt_s4", `{"types":"*"}`)
+	errObj, _ := m.Payload["error"].(map[string]any)
+	if m.Type != "subscription.rejected" || errObj["retryable"] != true || !strings.Contains(fmt.Sprint(errObj["message"]), "max-streams-per-tenant") {
+		t.Fatalf("a 4th subscription at a cap of 3: %s", m.Raw)
+	}
+	if c, resp, err := gatewaytest.TryDialWS(e.wsURL(), gatewaytest.WSOptions{Subprotocols: []string{"aep-0.1"}}); err == nil {
+		_ = c.CloseNow()
+		t.Fatal("a second connection was admitted at the cap")
+	} else if resp == nil || resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a second connection at the cap: %v %v", resp, err)
+	}
+	w.Send(wsControl("evt_c", "subscription.cancelled", fmt.Sprintf(`{"subscription_id":%q}`, second)))
+	if m := w.Next(); m.Type != "subscription.cancelled" {
+		t.Fatalf("cancel: %s", m.Raw)
+	}
+	w.MustSubscribe("evt_s5", `{"types":"*"}`) // its place is free again
+	w.Close()
+	gatewaytest.Poll(t, "every place given back", func() bool { return hub.Open("default") == 0 })
 }

@@ -133,6 +133,34 @@ func (s *Stream) Leave() {
 	})
 }
 
+// Take counts one more stream of tenant under the same cap, for a stream
+// that rides on an admitted connection (a WebSocket connection's second
+// and later subscriptions): ErrTenantLimit past the cap, ErrShuttingDown
+// once Shutdown started. Give undoes it, once per Take.
+func (h *Hub) Take(tenant string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		h.refusedShutdown.Add(1)
+		return ErrShuttingDown
+	}
+	if h.maxPerTenant > 0 && h.perTen[tenant] >= h.maxPerTenant {
+		h.refusedLimit.Add(1)
+		return ErrTenantLimit
+	}
+	h.perTen[tenant]++
+	return nil
+}
+
+// Give gives back what Take took.
+func (h *Hub) Give(tenant string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.perTen[tenant]--; h.perTen[tenant] <= 0 {
+		delete(h.perTen, tenant)
+	}
+}
+
 // ShuttingDown is closed when Shutdown starts; SSE loops take it as their
 // SSEConfig.Shutdown.
 func (h *Hub) ShuttingDown() <-chan struct{} { return h.shutdown }
