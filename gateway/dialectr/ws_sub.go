@@ -18,6 +18,9 @@ type wsSub struct {
 	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
+	// counted: it holds a place of its own under the tenant's stream cap
+	// (not the connection's first subscription); finishSub gives it back.
+	counted bool
 }
 
 // subscribe validates a subscribe frame (AEP-0003 §6.5) and starts its
@@ -50,8 +53,17 @@ func (c *wsConn) subscribe(f *inFrame) {
 		c.refuse(id, &reqError{Code: aep.CodeRLimitExceeded, Detail: fmt.Sprintf("at most %d subscriptions per connection", c.rl.cfg.MaxSubscriptions)})
 		return
 	}
+	// A subscription beyond the connection's first is a stream of its own
+	// under the tenant's cap (it catches up and queues on its own).
+	counted := n > 0
+	if counted {
+		if err := c.rl.hub.Take(c.tenant.String()); err != nil {
+			c.refuse(id, &reqError{Code: aep.CodeRLimitExceeded, Detail: "the tenant holds the most streams allowed on this node (--max-streams-per-tenant; every subscription beyond a connection's first counts)"})
+			return
+		}
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	s := &wsSub{id: id, cancel: cancel, done: make(chan struct{})}
+	s := &wsSub{id: id, cancel: cancel, done: make(chan struct{}), counted: counted}
 	c.subsMu.Lock()
 	c.subs[id] = s
 	c.subsMu.Unlock()
@@ -119,6 +131,15 @@ func (c *wsConn) stopSubs() {
 	}
 }
 
+// finishSub gives back the subscription's place under the stream cap, if
+// it took one, and marks it stopped; once, where its pump stops.
+func (c *wsConn) finishSub(s *wsSub) {
+	if s.counted {
+		c.rl.hub.Give(c.tenant.String())
+	}
+	close(s.done)
+}
+
 // forgetSub removes s from the connection's subscriptions if it is still
 // there (a pump that could not start).
 func (c *wsConn) forgetSub(s *wsSub) {
@@ -140,7 +161,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	pl, err := c.rl.planResume(ctx, c.tenant, sp.from, sp.all, false)
 	if err != nil {
 		c.startFailed(ctx, s, err)
-		close(s.done)
+		c.finishSub(s)
 		return
 	}
 	sub, err := c.rl.cfg.Engine.Subscribe(ctx, engine.Request{
@@ -148,12 +169,12 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 	})
 	if err != nil {
 		c.startFailed(ctx, s, err)
-		close(s.done)
+		c.finishSub(s)
 		return
 	}
 	if !c.conn.SendCtx(ctx, transport.Item{Msg: marshal(idFrame{Type: "subscribed", ID: s.id})}) {
 		sub.Close()
-		close(s.done)
+		c.finishSub(s)
 		return
 	}
 	unhook := context.AfterFunc(ctx, sub.Close)
@@ -192,7 +213,7 @@ func (c *wsConn) pump(ctx context.Context, s *wsSub, sp subParams) {
 		}
 		unhook()
 		sub.Close()
-		close(s.done)
+		c.finishSub(s)
 	})
 }
 

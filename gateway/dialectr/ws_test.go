@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
 
 func TestWSHelloNegotiates(t *testing.T) {
@@ -314,4 +316,26 @@ func TestWSReplayAll(t *testing.T) {
 	if b := w.NextFrame(); string(b) != ev2 {
 		t.Fatalf("live: got %s, want %s", b, ev2)
 	}
+}
+
+// Every WebSocket subscription beyond a connection's first takes a place
+// under the tenant's stream cap, given back when it ends (issue 31).
+func TestWSSubscriptionsCountTowardTheStreamCap(t *testing.T) {
+	hub := transport.NewHub(2)
+	e := newEnv(t, func(c *dialectr.Config) { c.Hub = hub })
+	w := e.dialWS(gatewaytest.RConsumerHello)
+	w.Subscribe("a", "") // rides on the connection's place
+	w.Subscribe("b", "") // the second place
+	w.Send(`{"type":"subscribe","id":"c"}`)
+	if f := w.Next(); f.Str("type") != "error" || f.Str("code") != "limit-exceeded" || f.Str("id") != "c" ||
+		!strings.Contains(f.Str("detail"), "max-streams-per-tenant") {
+		t.Fatalf("a third subscription at a cap of 2: %v", f)
+	}
+	w.Send(`{"type":"unsubscribe","id":"b"}`)
+	if f := w.Next(); f.Str("type") != "unsubscribed" || f.Str("id") != "b" {
+		t.Fatalf("unsubscribe: %v", f)
+	}
+	w.Subscribe("c", "") // b's place is free again
+	w.Close()
+	gatewaytest.Poll(t, "every place given back", func() bool { return hub.Open("default") == 0 })
 }
