@@ -153,8 +153,8 @@ func catchUpMemory(t *testing.T, streams, mib int, compressible bool) {
 // One WebSocket D connection with 32 replayable subscriptions from the
 // start of 30 MiB of 100 KB events, never reading (issue 31: 658-673 MB of
 // live heap, RSS 55 -> 877 MB; five connections 2.6 GB). Before the
-// budget, here: +249 MiB with one connection, +432 MiB with five; with it
-// +104 and +177 MiB (one run each, 2 shared cores): the tenant's budget
+// budget, here: +288 MiB with one connection, +1402 MiB with five; with it
+// +109 and +164 MiB (docs/security.md has the run): the tenant's budget
 // holds the queued events whatever the connections ask, each connection's
 // outbound queue is bounded in bytes, and what is left grows with the
 // subscriptions (one decoded fetch each).
