@@ -268,3 +268,60 @@ func BenchmarkRepairIntact(b *testing.B) {
 		}
 	}
 }
+
+// Damage that runs to the end of a sealed segment (not the partition's
+// last): its offsets end where the next segment begins, so the filler
+// covers exactly up to it and every later segment is kept whole.
+func TestRepairDamageToTheEndOfASealedSegment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	start := func() *kfake.Cluster {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(dir), kfake.SeedTopics(1, topic),
+			kfake.BrokerConfigs(map[string]string{"log.segment.bytes": "2048"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := start()
+	produceBatches(ctx, t, c, 0, 40, 10)
+	c.Close()
+	segs, _ := filepath.Glob(filepath.Join(dir, "partitions", topic+"-0", "*.dat"))
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want several (log.segment.bytes 2048)", len(segs))
+	}
+	// The first segment (base 0): damage its second half, to its end.
+	first := filepath.Join(dir, "partitions", topic+"-0", "0.dat")
+	raw, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := batchStart(raw, 1)
+	from := int64(binary.BigEndian.Uint64(raw[cut : cut+8]))
+	for i := cut; i < len(raw); i++ {
+		raw[i] ^= 0xa5
+	}
+	if err := os.WriteFile(first, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	damage, err := segrepair.Repair(dir, filepath.Join(t.TempDir(), "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(damage) != 1 || damage[0].FirstOffset != from || damage[0].Torn {
+		t.Fatalf("damage %+v, want one run from offset %d to the next segment", damage, from)
+	}
+	c = start()
+	defer c.Close()
+	rs := readAll(ctx, t, c)
+	if len(rs) != 400 {
+		t.Fatalf("%d records after the repair, want all 400 offsets (later segments whole)", len(rs))
+	}
+	for i, r := range rs {
+		filled := int64(i) >= damage[0].FirstOffset && int64(i) <= damage[0].LastOffset
+		if filled != (string(r.Key) == segrepair.FillerKey) || (!filled && string(r.Value) != fmt.Sprintf("v%d", i)) {
+			t.Fatalf("offset %d: %q=%q (damage %+v)", r.Offset, r.Key, r.Value, damage[0])
+		}
+	}
+}
