@@ -68,6 +68,11 @@ type Attrs struct {
 	Seq      int64 // R seq; meaningful when HasSeq
 	HasSeq   bool
 
+	// Claims are the D envelope's top-level members that claim an identity
+	// the transport's credential must back (tenant_id, authorization); the
+	// ingest path checks them. Set by parsing, never by headers.
+	Claims Claims
+
 	// Ext holds dialect R extension attributes (top-level members outside
 	// the core set), in document order, each with its raw JSON value.
 	Ext []Ext
@@ -80,3 +85,12 @@ type Ext struct {
 	Name  string
 	Value []byte
 }
+
+// Claims is a set of identity-claiming envelope members (Attrs.Claims).
+type Claims uint8
+
+// The claims of a dialect D envelope.
+const (
+	ClaimTenantID      Claims = 1 << iota // tenant_id
+	ClaimAuthorization                    // authorization
+)

@@ -126,6 +126,10 @@ func refAttrs(raw []byte) (Attrs, error) {
 				a.Target = str(m.raw)
 			case "topic":
 				a.Topic = str(m.raw)
+			case "tenant_id":
+				a.Claims |= ClaimTenantID
+			case "authorization":
+				a.Claims |= ClaimAuthorization
 			}
 		}
 	}

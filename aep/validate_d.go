@@ -27,6 +27,12 @@ func (p *parser) validateD(a *Attrs) *failure {
 		m := p.mem(i)
 		if !m.attr.isD() {
 			unknown++ // versioning.md: ignore unknown fields
+			switch string(m.name) { // (decoded: an escaped name is seen too)
+			case "tenant_id":
+				a.Claims |= ClaimTenantID
+			case "authorization":
+				a.Claims |= ClaimAuthorization
+			}
 			continue
 		}
 		var f *failure

@@ -90,6 +90,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 
 	bufs.frames = frames
 	outs, _ := s.ingest.validate(d, frames, bufs.outs)
+	checkEnvelopeAuth(d, TenantFrom(r.Context()), outs)
 	bufs.outs = outs
 	resp := dIngestResponse{Errors: []dEventError{}, Positions: make([]dPosition, 0, len(outs))}
 	valid := 0

@@ -56,6 +56,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 		}
 	}
 	outs, _ := s.ingest.validate(d, frames, nil)
+	checkEnvelopeAuth(d, tenant, outs)
 	valid := 0
 	for i := range outs {
 		if outs[i].parseErr == nil {

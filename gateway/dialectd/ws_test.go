@@ -375,6 +375,15 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() == "" {
 		t.Fatalf("malformed event answer: %s", m.Raw)
 	}
+	// An event-level authorization, or another tenant's tenant_id: unauthorized.
+	producer.Send(`{"aep_version":"0.1","id":"evt_auth","type":"tool.call.started","source":"x","created_at":"2026-07-09T10:00:00Z","authorization":{"scheme":"weird","token":"t"},"payload":{}}`)
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() != "unauthorized" {
+		t.Fatalf("event-level authorization answer: %s", m.Raw)
+	}
+	producer.Send(`{"aep_version":"0.1","id":"evt_ten","type":"tool.call.started","source":"x","created_at":"2026-07-09T10:00:00Z","tenant_id":"org_other","payload":{}}`)
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() != "unauthorized" {
+		t.Fatalf("tenant_id answer: %s", m.Raw)
+	}
 	// Acknowledgements are accepted and need no answer.
 	consumer.Send(wsControl("evt_ack", "event.acknowledged", `{"acknowledged_event_id":"evt_pub1"}`))
 	consumer.Send(wsControl("evt_cap", "capabilities.requested", `{}`))
