@@ -26,7 +26,7 @@ func (p *parser) validateD(a *Attrs) *failure {
 	for i := 0; i < p.n; i++ {
 		m := p.mem(i)
 		if !m.attr.isD() {
-			unknown++ // versioning.md: ignore unknown fields
+			unknown++               // versioning.md: ignore unknown fields
 			switch string(m.name) { // (decoded: an escaped name is seen too)
 			case "tenant_id":
 				a.Claims |= ClaimTenantID
