@@ -115,12 +115,24 @@ func (t *tail) watchPartitions(ctx context.Context, every time.Duration) {
 			return
 		case <-tick.C:
 		}
-		st, err := cursor.LoadTopicState(ctx, t.e.adm, t.topic)
+		// One metadata request per check; the topic's offsets only when it
+		// grew (a node holds a tail per tenant it serves).
+		md, err := t.e.adm.Metadata(ctx, t.topic)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.e.cfg.Logger.Debug().Err(err).Str("topic", t.topic).Msg("engine: partition check")
 			}
 			continue
+		}
+		t.mu.Lock()
+		known := len(t.pos)
+		t.mu.Unlock()
+		if td, ok := md.Topics[t.topic]; !ok || td.Err != nil || len(td.Partitions) <= known {
+			continue
+		}
+		st, err := cursor.LoadTopicState(ctx, t.e.adm, t.topic)
+		if err != nil {
+			continue // the next check
 		}
 		t.grow(st)
 	}
