@@ -57,7 +57,9 @@ func TestPartitionsAddedDuringARun(t *testing.T) {
 	dd := &orderedSink{t: t, next: map[string]int{}}
 	r := &orderedSink{t: t, next: map[string]int{}}
 	// publish posts one phase of both dialects through g and returns the
-	// partitions the D events landed in.
+	// partitions the D events landed in; moved gets a session that landed
+	// in an added partition.
+	var moved string
 	publish := func(g *gatewayProc, phase int) map[int32]bool {
 		var dBody strings.Builder
 		var rEvents []string
@@ -76,6 +78,9 @@ func TestPartitionsAddedDuringARun(t *testing.T) {
 		parts := map[int32]bool{}
 		for _, p := range rep.Positions {
 			parts[p.Partition] = true
+			if p.Partition >= 2 && moved == "" {
+				moved = strings.TrimSuffix(p.ID[len("evt_"):], p.ID[strings.LastIndexByte(p.ID, '_'):]) // evt_<session>_<i>
+			}
 		}
 		return parts
 	}
@@ -124,6 +129,28 @@ func TestPartitionsAddedDuringARun(t *testing.T) {
 		t.Fatalf("phase 1 landed in partitions %v only: no session moved to an added partition, the test proves nothing", phase1)
 	}
 	receive(1)
+	// An R resume into a session that moved to an added partition: the
+	// cursor index covers the added partition (its group learns of it
+	// within --partition-check), so the strict tail comes back exactly.
+	resume := fmt.Sprintf("%s:0:%d", moved, perPhase+1) // after the second event of phase 1
+	q := url.Values{"filter": {`{"type":["tool.*"]}`}, "from": {fmt.Sprintf(`[{"session":%q,"epoch":0,"seq":%d}]`, moved, perPhase+1)}}
+	rs := openRStream(t, gA, q, "")
+	for seq := perPhase + 2; seq < 2*perPhase; seq++ {
+		m := rs.next()
+		for m.comment == "ping" {
+			m = rs.next()
+		}
+		// The resolver marks a position of a topic whose partition count
+		// changed (docs/relay.md): the marker then names where delivery
+		// starts, which must still be the strict tail.
+		if want := fmt.Sprintf("replay-exhausted %s 0:%d", moved, seq); m.comment == want && seq == perPhase+2 {
+			m = rs.next()
+		}
+		if m.id != fmt.Sprintf("%s:0:%d", moved, seq) {
+			t.Fatalf("R resume after %s (a moved session): got %q, want seq %d", resume, m.id, seq)
+		}
+	}
+	rs.close()
 	// Nothing more than once: one more event per stream after the lot.
 	publish(gB2, 2)
 	receive(2)

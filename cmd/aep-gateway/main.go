@@ -312,7 +312,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		Hub: hub, Logger: log, OriginPatterns: wsOrigins,
 		// AEP-0004 control: only when every request is authenticated.
 		Authenticated: !cfg.dev(), ControlPolicy: controlPolicy, NodeID: cfg.NodeID,
-		ReplicationFactor: int16(cfg.TopicReplicationFactor),
+		ReplicationFactor: int16(cfg.TopicReplicationFactor), PartitionCheck: cfg.partitionCheck(),
 	})
 	if err != nil {
 		return err

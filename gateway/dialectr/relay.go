@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,10 @@ type Config struct {
 	// ClientOpts reach the cluster for the per-tenant Indexer and
 	// Resolver (seed brokers, TLS, SASL). Required.
 	ClientOpts []kgo.Opt
+	// PartitionCheck bounds how long the tenant's indexer group takes to
+	// learn of partitions added to the events topic (its metadata max
+	// age); zero or less leaves franz-go's default, 5 minutes.
+	PartitionCheck time.Duration
 	// Naming must match the ingest side's.
 	Naming partitioning.Naming
 	// Topics, when set, creates the tenant's topics (including the index
@@ -311,6 +316,11 @@ func (rl *Relay) newIndex(ctx context.Context, tenant string) (*cursor.Indexer, 
 	icfg := rl.cfg.Index
 	icfg.EventsTopic, icfg.IndexTopic, icfg.Group = events, index, events+".indexer"
 	icfg.ClientOpts = rl.cfg.ClientOpts
+	if d := rl.cfg.PartitionCheck; d > 0 {
+		// added partitions indexed from their start (franz-go refuses a
+		// max age under the min age, 5 s by default)
+		icfg.ClientOpts = append(slices.Clip(rl.cfg.ClientOpts), kgo.MetadataMaxAge(d), kgo.MetadataMinAge(min(d, 5*time.Second)))
+	}
 	ix, err := cursor.NewIndexer(icfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dialectr: indexer: %w", err)
