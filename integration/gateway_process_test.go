@@ -106,7 +106,9 @@ func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayP
 	g := &gatewayProc{t: t, cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
 	ready := make(chan struct{})
 	var once sync.Once
+	scanned := make(chan struct{}) // closed once stderr is read to its end
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -127,6 +129,10 @@ func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayP
 		}
 	}()
 	go func() {
+		// Wait closes the pipe once the process exited: only after the
+		// reader saw its end, or the last lines ("aep-gateway stopped")
+		// could be lost (os/exec: StderrPipe).
+		<-scanned
 		g.waitErr = cmd.Wait()
 		close(g.exited)
 	}()

@@ -373,10 +373,26 @@ func (e *Engine) startGoroutines(n int) bool {
 // topic from offs: the engine's connection options, fetches bounded by
 // ReaderFetchBytes, one fetch in flight.
 func (e *Engine) readerOpts(topic string, offs map[int32]kgo.Offset) []kgo.Opt {
-	return append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
+	return append(append(e.metadataOpts(), e.cfg.ClientOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
 		kgo.FetchMaxBytes(e.cfg.ReaderFetchBytes),
 		kgo.FetchMaxPartitionBytes(e.cfg.ReaderFetchBytes),
 		kgo.MaxConcurrentFetches(1),
 	)
+}
+
+// metadataOpts bound how stale a reader's metadata may get to
+// PartitionCheck: a reader that was handed added partitions
+// (AddConsumePartitions) fetches them only once its metadata shows them,
+// and the refresh that call triggers can be answered by one already in
+// flight from before the change; without a max age the next look would be
+// franz-go's default, 5 minutes later (a catch-up waiting to join, a
+// durable stream or a tail idle that long). Franz-go refuses a max age
+// under the min age (5 s by default), so the min age follows.
+func (e *Engine) metadataOpts() []kgo.Opt {
+	d := e.cfg.PartitionCheck
+	if d <= 0 {
+		return nil
+	}
+	return []kgo.Opt{kgo.MetadataMaxAge(d), kgo.MetadataMinAge(min(d, 5*time.Second))}
 }

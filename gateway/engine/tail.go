@@ -84,7 +84,7 @@ func startTail(ctx context.Context, e *Engine, tenant, topic string) (*tail, err
 		close(t.done)
 		return t, nil
 	}
-	opts := append(append([]kgo.Opt(nil), e.cfg.ClientOpts...),
+	opts := append(append(e.metadataOpts(), e.cfg.ClientOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
