@@ -72,6 +72,29 @@ type TopicState struct {
 }
 
 // LoadTopicState reads topic's ID, partition count and offset bounds.
+// GrownTopicState is topic's state when it has more than known partitions
+// (an operator added some), and false otherwise: one metadata request,
+// and LoadTopicState's offset lists only when the topic grew, for readers
+// that look for added partitions periodically.
+func GrownTopicState(ctx context.Context, adm *kadm.Client, topic string, known int32) (TopicState, bool, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return TopicState{}, false, fmt.Errorf("cursor: metadata of %s: %w", topic, err)
+	}
+	td, ok := md.Topics[topic]
+	if ok && td.Err != nil {
+		return TopicState{}, false, fmt.Errorf("cursor: metadata of %s: %w", topic, td.Err)
+	}
+	if !ok || int32(len(td.Partitions)) <= known {
+		return TopicState{}, false, nil
+	}
+	st, err := LoadTopicState(ctx, adm, topic)
+	if err != nil || st.Partitions <= known {
+		return TopicState{}, false, err
+	}
+	return st, true, nil
+}
+
 func LoadTopicState(ctx context.Context, adm *kadm.Client, topic string) (TopicState, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {

@@ -731,20 +731,12 @@ func (s *DurableStream) loop(ctx context.Context) error {
 // TopicState.Check). Their offsets are committed with the rest from then
 // on. Stream goroutine only.
 func (s *DurableStream) checkPartitions(ctx context.Context) {
-	md, err := s.e.adm.Metadata(ctx, s.topic)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.e.cfg.Logger.Debug().Err(err).Str("topic", s.topic).Msg("durable: partition check")
-		}
-		return
+	st, grown, err := cursor.GrownTopicState(ctx, s.e.adm, s.topic, s.parts)
+	if err != nil && ctx.Err() == nil {
+		s.e.cfg.Logger.Debug().Err(err).Str("topic", s.topic).Msg("durable: partition check")
 	}
-	td, ok := md.Topics[s.topic]
-	if !ok || td.Err != nil || int32(len(td.Partitions)) <= s.parts {
-		return
-	}
-	st, err := s.e.State(ctx, s.req.Tenant)
-	if err != nil || st.ID.Tag() != s.tag {
-		return // unreadable, or another topic under the name: the next check, or the next open, decides
+	if !grown || st.ID.Tag() != s.tag {
+		return // unchanged, unreadable, or another topic under the name: the next check, or the next open, decides
 	}
 	s.mu.Lock()
 	from := s.parts

@@ -115,26 +115,18 @@ func (t *tail) watchPartitions(ctx context.Context, every time.Duration) {
 			return
 		case <-tick.C:
 		}
-		// One metadata request per check; the topic's offsets only when it
-		// grew (a node holds a tail per tenant it serves).
-		md, err := t.e.adm.Metadata(ctx, t.topic)
-		if err != nil {
-			if ctx.Err() == nil {
-				t.e.cfg.Logger.Debug().Err(err).Str("topic", t.topic).Msg("engine: partition check")
-			}
-			continue
-		}
 		t.mu.Lock()
-		known := len(t.pos)
+		known := int32(len(t.pos))
 		t.mu.Unlock()
-		if td, ok := md.Topics[t.topic]; !ok || td.Err != nil || len(td.Partitions) <= known {
-			continue
+		// (a node holds a tail per tenant it serves: one metadata request
+		// per check, the offsets only when the topic grew)
+		st, grown, err := cursor.GrownTopicState(ctx, t.e.adm, t.topic, known)
+		if err != nil && ctx.Err() == nil {
+			t.e.cfg.Logger.Debug().Err(err).Str("topic", t.topic).Msg("engine: partition check")
 		}
-		st, err := cursor.LoadTopicState(ctx, t.e.adm, t.topic)
-		if err != nil {
-			continue // the next check
+		if grown {
+			t.grow(st)
 		}
-		t.grow(st)
 	}
 }
 
