@@ -428,6 +428,10 @@ func (s *scanner) scanNumber(i int) (int, *failure) {
 	return i, nil
 }
 
+// QuoteTrunc quotes a client's string for an error message, cut to a
+// readable length, as the parser's own messages do.
+func QuoteTrunc(s string) string { return quoteTrunc([]byte(s)) }
+
 // quoteTrunc quotes b for an error message, cut to a readable length.
 func quoteTrunc(b []byte) string {
 	const max = 64

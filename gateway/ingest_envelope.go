@@ -49,8 +49,11 @@ func envelopeAuthError(raw []byte, tenant string) string {
 	}
 	if len(m.TenantID) > 0 && string(m.TenantID) != "null" {
 		var id string
-		if json.Unmarshal(m.TenantID, &id) != nil || id != tenant {
-			return fmt.Sprintf("tenant_id %s is not the tenant the credential authenticates (%q): the event was not written", clip(string(m.TenantID)), tenant)
+		if json.Unmarshal(m.TenantID, &id) != nil {
+			return "tenant_id must be a string naming the tenant the credential authenticates: the event was not written"
+		}
+		if id != tenant {
+			return fmt.Sprintf("tenant_id %s is not the tenant the credential authenticates (%q): the event was not written", aep.QuoteTrunc(id), tenant)
 		}
 	}
 	if len(m.Authorization) > 0 && string(m.Authorization) != "null" {
@@ -58,15 +61,7 @@ func envelopeAuthError(raw []byte, tenant string) string {
 			Scheme string `json:"scheme"`
 		}
 		_ = json.Unmarshal(m.Authorization, &a)
-		return fmt.Sprintf("event-level authorization (scheme %q) is not supported: the transport's credential (Authorization header, access_token) authenticates every event; the event was not written, so its token is not in the log", clip(strings.ToLower(a.Scheme)))
+		return fmt.Sprintf("event-level authorization (scheme %s) is not supported: the transport's credential (Authorization header, access_token) authenticates every event; the event was not written, so its token is not in the log", aep.QuoteTrunc(strings.ToLower(a.Scheme)))
 	}
 	return ""
-}
-
-// clip bounds a client's string repeated in an error message.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
