@@ -89,11 +89,3 @@ func (b *Budget) Used(tenant string) (node, ofTenant int64) {
 	defer b.mu.Unlock()
 	return b.used, b.byTenant[tenant]
 }
-
-// Limits are the node's and a tenant's limits (0: none).
-func (b *Budget) Limits() (node, tenant int64) {
-	if b == nil {
-		return 0, 0
-	}
-	return b.node, b.tenant
-}

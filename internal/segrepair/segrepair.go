@@ -266,7 +266,8 @@ func rebuild(raw, idxRaw []byte, spans []span, intact int) (seg, idx []byte, err
 		}
 		return idxRaw[i*indexEntrySize : (i+1)*indexEntrySize]
 	}
-	at, e := 0, 0 // bytes of raw and entries of idxRaw taken so far
+	at, e := 0, 0   // bytes of raw and entries of idxRaw taken so far
+	var epoch int32 // the partition leader epoch of the last batch kept
 	copyIntact := func(to int) {
 		for at < to {
 			n, _, _ := batchAt(raw, at)
@@ -274,6 +275,7 @@ func rebuild(raw, idxRaw []byte, spans []span, intact int) (seg, idx []byte, err
 				at = to
 				break
 			}
+			epoch = int32(binary.BigEndian.Uint32(raw[at+12 : at+16]))
 			seg = append(seg, raw[at:at+n]...)
 			idx = append(idx, entry(e)...)
 			at += n
@@ -286,7 +288,7 @@ func rebuild(raw, idxRaw []byte, spans []span, intact int) (seg, idx []byte, err
 		if s.end == s.first {
 			continue // bytes that held no offset: dropped
 		}
-		f, ferr := filler(s.first, s.end, s.ts, lastEpoch(seg))
+		f, ferr := filler(s.first, s.end, s.ts, epoch)
 		if ferr != nil {
 			return nil, nil, ferr
 		}
@@ -305,21 +307,6 @@ func rebuild(raw, idxRaw []byte, spans []span, intact int) (seg, idx []byte, err
 	}
 	copyIntact(len(raw))
 	return seg, idx, nil
-}
-
-// lastEpoch is the partition leader epoch of the last batch of seg (whole
-// batches only).
-func lastEpoch(seg []byte) int32 {
-	var epoch int32
-	for at := 0; at < len(seg); {
-		n, _, _ := batchAt(seg, at)
-		if n == 0 {
-			break
-		}
-		epoch = int32(binary.BigEndian.Uint32(seg[at+12 : at+16]))
-		at += n
-	}
-	return epoch
 }
 
 // filler is a valid v2 batch of end-first empty records (key FillerKey, no
