@@ -67,12 +67,17 @@ func fillTenant(ctx context.Context, t *testing.T, addr string, n, pad int, opts
 // word (far more: what an attacker sends to make fetches decode large).
 func fillTenantWith(ctx context.Context, t *testing.T, addr string, n, pad int, compressible bool, opts ...kgo.Opt) {
 	t.Helper()
+	fillTopic(ctx, t, addr, partitioning.Naming{}.Events("default"), n, pad, compressible, opts...)
+}
+
+// fillTopic is fillTenantWith into the given topic.
+func fillTopic(ctx context.Context, t *testing.T, addr, topic string, n, pad int, compressible bool, opts ...kgo.Opt) {
+	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	topic := partitioning.Naming{}.Events("default")
 	rnd := rand.New(rand.NewPCG(1, 2))
 	failed := make(chan error, 1)
 	raw := make([]byte, pad)
