@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/principal"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -27,16 +28,25 @@ const DevTenant = "default"
 // so a leaked key file does not leak keys. Replace swaps in the keys of a
 // reloaded file atomically while requests are served.
 type KeyStore struct {
-	byDigest atomic.Pointer[map[[32]byte]string]
+	byDigest atomic.Pointer[map[[32]byte]keyEntry]
+}
+
+// keyEntry is what a key authenticates: its tenant and its principal.
+type keyEntry struct {
+	tenant    string
+	principal *principal.Principal
 }
 
 // Replace swaps in the keys of other (a freshly loaded file): requests
 // authenticated from now on use them, and removed keys stop working.
 func (ks *KeyStore) Replace(other *KeyStore) { ks.byDigest.Store(other.byDigest.Load()) }
 
-// LoadKeyStore reads an API key file: one "<tenant> sha256:<hex digest>" per
-// line, '#' comments and blank lines ignored. Generate a digest with
-// `printf %s "$KEY" | sha256sum`.
+// LoadKeyStore reads an API key file: one "<tenant> sha256:<hex digest>"
+// per line, optionally followed by "principal=<id>" (default
+// "key:<the digest's first 8 hex digits>") and "scopes=<scope>,<scope>"
+// (package principal's vocabulary; without it the key may do everything
+// its tenant may); '#' comments and blank lines ignored. Generate a digest
+// with `printf %s "$KEY" | sha256sum`.
 func LoadKeyStore(path string) (*KeyStore, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -52,7 +62,7 @@ func LoadKeyStore(path string) (*KeyStore, error) {
 
 // ParseKeyStore parses the API key file format of LoadKeyStore.
 func ParseKeyStore(r io.Reader) (*KeyStore, error) {
-	byDigest := make(map[[32]byte]string)
+	byDigest := make(map[[32]byte]keyEntry)
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -62,8 +72,8 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 			continue
 		}
 		fields := strings.Fields(text)
-		if len(fields) != 2 {
-			return nil, fmt.Errorf("line %d: want \"<tenant> sha256:<hex>\"", line)
+		if len(fields) < 2 {
+			return nil, fmt.Errorf("line %d: want \"<tenant> sha256:<hex> [principal=<id>] [scopes=<list>]\"", line)
 		}
 		tenant, digest := fields[0], fields[1]
 		if err := partitioning.ValidateTenant(tenant); err != nil {
@@ -79,10 +89,14 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 		}
 		var d [32]byte
 		copy(d[:], raw)
-		if prev, dup := byDigest[d]; dup && prev != tenant {
-			return nil, fmt.Errorf("line %d: key already maps to tenant %s", line, prev)
+		p, err := keyPrincipal(hexd, fields[2:])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		byDigest[d] = tenant
+		if prev, dup := byDigest[d]; dup && prev.tenant != tenant {
+			return nil, fmt.Errorf("line %d: key already maps to tenant %s", line, prev.tenant)
+		}
+		byDigest[d] = keyEntry{tenant: tenant, principal: p}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
@@ -95,21 +109,69 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 	return ks, nil
 }
 
+// keyPrincipal is the principal of a key line's options.
+func keyPrincipal(hexDigest string, opts []string) (*principal.Principal, error) {
+	p := &principal.Principal{ID: "key:" + strings.ToLower(hexDigest[:8]), Method: principal.MethodAPIKey}
+	for _, o := range opts {
+		k, v, ok := strings.Cut(o, "=")
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q: want principal=<id> or scopes=<list>", o)
+		case k == "principal":
+			if err := validPrincipalID(v); err != nil {
+				return nil, err
+			}
+			p.ID = v
+		case k == "scopes":
+			s, err := principal.ParseScopes(v)
+			if err != nil {
+				return nil, err
+			}
+			p.Scopes = s
+		default:
+			return nil, fmt.Errorf("unknown option %q (principal, scopes)", k)
+		}
+	}
+	return p, nil
+}
+
+// maxPrincipalID bounds a principal's id: records carry it in a header.
+const maxPrincipalID = 256
+
+// validPrincipalID refuses ids a header or a log line should not carry.
+func validPrincipalID(id string) error {
+	if id == "" || len(id) > maxPrincipalID {
+		return fmt.Errorf("principal id must be 1 to %d bytes", maxPrincipalID)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("principal id %s: printable ASCII without spaces only", aep.QuoteTrunc(id))
+		}
+	}
+	return nil
+}
+
 // Tenant returns the tenant of key. Lookup is by SHA-256 digest, so its
 // timing reveals nothing usable about stored keys.
 func (ks *KeyStore) Tenant(key string) (string, bool) {
+	e, ok := ks.lookup(key)
+	return e.tenant, ok
+}
+
+// lookup is the entry of key.
+func (ks *KeyStore) lookup(key string) (keyEntry, bool) {
 	if key == "" {
-		return "", false
+		return keyEntry{}, false
 	}
-	t, ok := ks.digests()[sha256.Sum256([]byte(key))]
-	return t, ok
+	e, ok := ks.digests()[sha256.Sum256([]byte(key))]
+	return e, ok
 }
 
 // Len is the number of keys held.
 func (ks *KeyStore) Len() int { return len(ks.digests()) }
 
 // digests is the map in use; a zero KeyStore holds none.
-func (ks *KeyStore) digests() map[[32]byte]string {
+func (ks *KeyStore) digests() map[[32]byte]keyEntry {
 	if m := ks.byDigest.Load(); m != nil {
 		return *m
 	}
@@ -159,7 +221,7 @@ func (a Authenticator) Dev() bool { return a.Keys == nil && a.JWT == nil }
 // Tenant returns the tenant of a bearer token. A token of JWT shape is
 // checked as a JWT when a verifier is configured, otherwise as an API key.
 func (a Authenticator) Tenant(tok string) (string, bool) {
-	t, _, err := a.resolve(tok)
+	t, _, _, err := a.resolve(tok)
 	return t, err == nil
 }
 
@@ -175,23 +237,23 @@ var (
 	errUnknownKey   = errors.New("unknown API key")
 )
 
-// resolve is Tenant with the kind of credential and, when it is refused,
-// why.
-func (a Authenticator) resolve(tok string) (tenant, kind string, err error) {
+// resolve is Tenant with the kind of credential, the principal it names
+// (nil in development mode) and, when it is refused, why.
+func (a Authenticator) resolve(tok string) (tenant, kind string, p *principal.Principal, err error) {
 	switch {
 	case a.Dev():
-		return DevTenant, credNone, nil
+		return DevTenant, credNone, nil, nil
 	case tok == "":
-		return "", credNone, errNoCredential
+		return "", credNone, nil, errNoCredential
 	case a.JWT != nil && looksLikeJWT(tok):
-		t, err := a.JWT.Tenant(tok)
-		return t, credJWT, err
+		t, p, err := a.JWT.Principal(tok)
+		return t, credJWT, p, err
 	case a.Keys != nil:
-		if t, ok := a.Keys.Tenant(tok); ok {
-			return t, credAPIKey, nil
+		if e, ok := a.Keys.lookup(tok); ok {
+			return e.tenant, credAPIKey, e.principal, nil
 		}
 	}
-	return "", credAPIKey, errUnknownKey
+	return "", credAPIKey, nil, errUnknownKey
 }
 
 // authenticate resolves the tenant of each request through auth.
@@ -205,12 +267,13 @@ func authenticate(auth Authenticator, d aep.Dialect) func(http.Handler) http.Han
 				refuseCredential(w, d, http.StatusBadRequest, "more than one Authorization header: send exactly one")
 				return
 			}
-			name, kind, err := auth.resolve(bearerToken(r))
+			name, kind, p, err := auth.resolve(bearerToken(r))
 			var t tenant.Tenant
 			if err == nil {
 				// The one validation of the tenant name: everything below
 				// takes the Tenant as it is.
 				t, err = tenant.Parse(name)
+				t = t.WithPrincipal(p)
 			}
 			if err != nil {
 				auth.Log.Debug().Str("request_id", RequestIDFrom(r.Context())).Str("credential", kind).

@@ -13,6 +13,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/aep-gateway/aep-gateway/gateway/principal"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -91,25 +92,34 @@ func looksLikeJWT(tok string) bool { return strings.Count(tok, ".") == 2 }
 // MaxJWTLifetime ahead, that the time claims lie in [0, year 9999], and
 // takes the tenant from TenantClaim.
 func (v *JWTVerifier) Tenant(tok string) (string, error) {
+	t, _, err := v.Principal(tok)
+	return t, err
+}
+
+// Principal is Tenant with the principal the token names: its sub (or
+// "jwt" when it has none), and its scopes from the standard scope claim
+// (RFC 8693 §4.2: space-separated; a JSON array is taken too). A token
+// without a scope claim has the tenant-wide default policy.
+func (v *JWTVerifier) Principal(tok string) (string, *principal.Principal, error) {
 	if len(tok) > 8<<10 {
-		return "", fmt.Errorf("%w: too long", errJWT)
+		return "", nil, fmt.Errorf("%w: too long", errJWT)
 	}
 	algs := v.algorithms()
 	parsed, err := jwt.ParseSigned(tok, algs)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", errJWT, err)
+		return "", nil, fmt.Errorf("%w: %w", errJWT, err)
 	}
 	key, err := v.key(parsed.Headers[0])
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var std jwt.Claims
 	var claims map[string]any
 	if err := parsed.Claims(key, &std, &claims); err != nil {
-		return "", fmt.Errorf("%w: %w", errJWT, err)
+		return "", nil, fmt.Errorf("%w: %w", errJWT, err)
 	}
 	if err := v.checkClaims(std); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	name := v.TenantClaim
 	if name == "" {
@@ -117,9 +127,45 @@ func (v *JWTVerifier) Tenant(tok string) (string, error) {
 	}
 	tenant, _ := claims[name].(string)
 	if err := partitioning.ValidateTenant(tenant); err != nil {
-		return "", fmt.Errorf("%w: claim %q: %w", errJWT, name, err)
+		return "", nil, fmt.Errorf("%w: claim %q: %w", errJWT, name, err)
 	}
-	return tenant, nil
+	p := &principal.Principal{ID: "jwt", Method: principal.MethodJWT}
+	if std.Subject != "" {
+		if err := validPrincipalID(std.Subject); err != nil {
+			return "", nil, fmt.Errorf("%w: sub: %w", errJWT, err)
+		}
+		p.ID = std.Subject
+	}
+	if raw, ok := claims["scope"]; ok {
+		list, err := scopeClaim(raw)
+		if err == nil {
+			p.Scopes, err = principal.ParseScopes(list)
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: scope: %w", errJWT, err)
+		}
+	}
+	return tenant, p, nil
+}
+
+// scopeClaim is the scope claim as one space-separated list: a string, or
+// an array of strings.
+func scopeClaim(raw any) (string, error) {
+	switch v := raw.(type) {
+	case string:
+		return v, nil
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return "", errors.New("an array of strings or one space-separated string")
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, " "), nil
+	}
+	return "", errors.New("an array of strings or one space-separated string")
 }
 
 // algorithms are the signature algorithms a token may name: the one of

@@ -168,7 +168,7 @@ func asParseError(d aep.Dialect, err error) *aep.Error {
 //
 // The records are built in rb (nil: fresh buffers); rb.held reports on
 // return whether Kafka may still hold some of them.
-func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, outs []outcome, owned bool, rb *recBufs) error {
+func (in *ingestor) write(ctx context.Context, tenant string, pub publisher, d aep.Dialect, outs []outcome, owned bool, rb *recBufs) error {
 	if in.down != nil {
 		if err := in.down(); err != nil {
 			err = fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
@@ -187,7 +187,7 @@ func (in *ingestor) write(ctx context.Context, tenant string, d aep.Dialect, out
 		rb = new(recBufs)
 	}
 	in.claim(ctx, tenant, outs)
-	recs, idx := in.records(info.Name, outs, owned, rb)
+	recs, idx := in.records(info.Name, pub, outs, owned, rb)
 	defer in.countDuplicates(d, outs)
 	defer settleSame(outs)
 	if len(recs) == 0 {
@@ -376,8 +376,8 @@ func firstWriteErr(outs []outcome) error {
 // array each for the whole request (rb's, when large enough), not several
 // per event. Values alias the frames' bytes when owned, else are copied
 // into one array.
-func (in *ingestor) records(topic string, outs []outcome, owned bool, rb *recBufs) ([]*kgo.Record, []int) {
-	const hdrsPerEvent = 12
+func (in *ingestor) records(topic string, pub publisher, outs []outcome, owned bool, rb *recBufs) ([]*kgo.Record, []int) {
+	const hdrsPerEvent = 12 + publisherHeaders
 	size, hsize := 0, 0
 	for i := range outs {
 		if outs[i].writes() {
@@ -423,6 +423,7 @@ func (in *ingestor) records(topic string, outs []outcome, owned bool, rb *recBuf
 		r.Key = keys[len(keys)-len(k) : len(keys) : len(keys)]
 		h := hdrs[len(recs)*hdrsPerEvent : len(recs)*hdrsPerEvent : (len(recs)+1)*hdrsPerEvent]
 		r.Headers, hvals = partitioning.AppendHeadersTo(h, hvals, &o.attrs)
+		r.Headers = pub.appendHeaders(r.Headers)
 		recs = append(recs, r)
 		idx = append(idx, i)
 	}

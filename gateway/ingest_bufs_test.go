@@ -122,7 +122,7 @@ func TestIngestWriteMarksHeldBuffers(t *testing.T) {
 		return outs
 	}
 	var rb recBufs
-	if err := in.write(context.Background(), "acme", aep.DialectR, outsOf(5), true, &rb); err != nil || rb.held {
+	if err := in.write(context.Background(), "acme", publisher{via: viaHTTP}, aep.DialectR, outsOf(5), true, &rb); err != nil || rb.held {
 		t.Fatalf("all acknowledged: err %v, held %v", err, rb.held)
 	}
 	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -130,7 +130,7 @@ func TestIngestWriteMarksHeldBuffers(t *testing.T) {
 		return nil, nil, true // never answered
 	})
 	outs := outsOf(3)
-	if err := in.write(context.Background(), "acme", aep.DialectR, outs, true, &rb); !errors.Is(err, ErrUnacknowledged) || !rb.held {
+	if err := in.write(context.Background(), "acme", publisher{via: viaHTTP}, aep.DialectR, outs, true, &rb); !errors.Is(err, ErrUnacknowledged) || !rb.held {
 		t.Fatalf("unacknowledged: err %v, held %v", err, rb.held)
 	}
 	for i := range outs {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 type dEventError struct {
@@ -90,7 +91,8 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 
 	bufs.frames = frames
 	outs, _ := s.ingest.validate(d, frames, bufs.outs)
-	checkEnvelopeAuth(d, TenantFrom(r.Context()), outs)
+	t, _ := tenant.FromContext(r.Context())
+	checkPublisher(d, t, outs)
 	bufs.outs = outs
 	resp := dIngestResponse{Errors: []dEventError{}, Positions: make([]dPosition, 0, len(outs))}
 	valid := 0
@@ -115,7 +117,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	}
 	var writeErr error
 	if valid > 0 {
-		writeErr = s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true, &bufs.recBufs)
+		writeErr = s.ingest.write(r.Context(), t.String(), publisherOf(t, viaHTTP), d, outs, true, &bufs.recBufs)
 	}
 	for i := range outs {
 		o := &outs[i]

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 // rPosition is where an accepted event landed in the log.
@@ -97,7 +98,14 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		s.writeInvalidR(w, outs)
 		return
 	}
-	writeErr := s.ingest.write(r.Context(), TenantFrom(r.Context()), d, outs, true, &bufs.recBufs)
+	t, _ := tenant.FromContext(r.Context())
+	if checkPublisher(d, t, outs) > 0 {
+		// AEP-0003's batch rule: one event refused refuses the batch,
+		// nothing is written. 403: the credential is valid, the act not.
+		s.writeUnauthorizedR(w, outs)
+		return
+	}
+	writeErr := s.ingest.write(r.Context(), t.String(), publisherOf(t, viaHTTP), d, outs, true, &bufs.recBufs)
 	resp := rUnavailable{Positions: make([]rPosition, 0, len(outs))}
 	for i := range outs {
 		o := &outs[i]
@@ -143,7 +151,18 @@ func (s *Server) writeFramingR(w http.ResponseWriter, err error) {
 }
 
 // writeInvalidR rejects a batch whole, naming its first invalid event.
-func (s *Server) writeInvalidR(w http.ResponseWriter, outs []outcome) {
+func (s *Server) writeInvalidR(w http.ResponseWriter, outs []outcome) { s.writeRefusedR(w, outs, 0) }
+
+// writeUnauthorizedR refuses a batch with an event its credential's
+// principal may not publish: 403 (AEP-0003 §8: a valid token, an act it
+// does not allow), naming the first such event.
+func (s *Server) writeUnauthorizedR(w http.ResponseWriter, outs []outcome) {
+	s.writeRefusedR(w, outs, http.StatusForbidden)
+}
+
+// writeRefusedR answers a batch refused for its first refused event, with
+// status, or that event's error's status when 0.
+func (s *Server) writeRefusedR(w http.ResponseWriter, outs []outcome, status int) {
 	var first *outcome
 	invalid := 0
 	for i := range outs {
@@ -161,5 +180,8 @@ func (s *Server) writeInvalidR(w http.ResponseWriter, outs []outcome) {
 	if invalid > 1 {
 		body.Invalid = invalid
 	}
-	writeJSON(w, e.HTTPStatus(), body)
+	if status == 0 {
+		status = e.HTTPStatus()
+	}
+	writeJSON(w, status, body)
 }

@@ -22,7 +22,7 @@ func TestRecordsAliasOnlyOwnedBytes(t *testing.T) {
 	for _, owned := range []bool{true, false} {
 		buf := append([]byte(nil), raw...)
 		outs := []outcome{{frame: frame{raw: buf}, attrs: a}, {frame: frame{raw: []byte("x")}, parseErr: &aep.Error{}}}
-		recs, idx := in.records("t", outs, owned, new(recBufs))
+		recs, idx := in.records("t", publisher{via: "http"}, outs, owned, new(recBufs))
 		if len(recs) != 1 || idx[0] != 0 || string(recs[0].Value) != string(raw) || recs[0].Topic != "t" {
 			t.Fatalf("owned %v: records %+v, idx %v", owned, recs, idx)
 		}

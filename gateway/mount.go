@@ -33,7 +33,7 @@ type IngestResult = ingest.Result
 // ingest.Func.
 func (s *Server) IngestFunc(d aep.Dialect) ingest.Func {
 	return func(ctx context.Context, t tenant.Tenant, events [][]byte) []ingest.Result {
-		return s.Ingest(ctx, t.String(), d, events)
+		return s.Ingest(ctx, t, d, events)
 	}
 }
 
@@ -44,7 +44,8 @@ func (s *Server) IngestFunc(d aep.Dialect) ingest.Func {
 //
 // The tenant's rate limit applies as on HTTP ingest: over it, every result
 // is RateLimited and nothing is written.
-func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, events [][]byte) []IngestResult {
+func (s *Server) Ingest(ctx context.Context, t tenant.Tenant, d aep.Dialect, events [][]byte) []IngestResult {
+	tenant := t.String()
 	if res := s.admitEvents(tenant, d, len(events)); res != nil {
 		return res
 	}
@@ -56,7 +57,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 		}
 	}
 	outs, _ := s.ingest.validate(d, frames, nil)
-	checkEnvelopeAuth(d, tenant, outs)
+	checkPublisher(d, t, outs)
 	valid := 0
 	for i := range outs {
 		if outs[i].parseErr == nil {
@@ -67,7 +68,7 @@ func (s *Server) Ingest(ctx context.Context, tenant string, d aep.Dialect, event
 	}
 	if valid > 0 {
 		mctx, span := tracing.StartMessage(ctx, d.String(), tenant, len(events))
-		tracing.EndError(span, s.ingest.write(mctx, tenant, d, outs, false, nil))
+		tracing.EndError(span, s.ingest.write(mctx, tenant, publisherOf(t, viaWS), d, outs, false, nil))
 	}
 	res := make([]IngestResult, len(outs))
 	accepted := 0

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 )
 
 func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
@@ -57,7 +58,7 @@ func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
 		t.Fatalf("authenticated mount: %d", resp.StatusCode)
 	}
 
-	res := g.srv.Ingest(context.Background(), "acme", aep.DialectD, [][]byte{
+	res := g.srv.Ingest(context.Background(), tenant.MustParse("acme"), aep.DialectD, [][]byte{
 		[]byte(dEvent(0, "s1")), []byte(`{"aep_version":"0.1"}`), []byte(rEvent("s1", 1)),
 	})
 	if !res[0].Accepted() || res[0].Attrs.Session != "s1" {
@@ -83,25 +84,25 @@ func TestIngestIsRateLimited(t *testing.T) {
 	g := newTestGateway(t, func(c *Config) { c.RateLimit = RateLimit{EventsPerSecond: 1, Burst: 3} })
 	ctx := context.Background()
 	for i := range 3 {
-		if res := g.srv.Ingest(ctx, "acme", aep.DialectD, [][]byte{[]byte(dEvent(i, "s"))}); !res[0].Accepted() || res[0].RateLimited {
+		if res := g.srv.Ingest(ctx, tenant.MustParse("acme"), aep.DialectD, [][]byte{[]byte(dEvent(i, "s"))}); !res[0].Accepted() || res[0].RateLimited {
 			t.Fatalf("event %d within the burst: %+v", i, res[0])
 		}
 	}
-	res := g.srv.Ingest(ctx, "acme", aep.DialectD, [][]byte{[]byte(dEvent(9, "s"))})
+	res := g.srv.Ingest(ctx, tenant.MustParse("acme"), aep.DialectD, [][]byte{[]byte(dEvent(9, "s"))})
 	if r := res[0]; !r.RateLimited || r.Accepted() || r.Err == nil || r.Err.Code != aep.CodeDProtocolError || !r.Err.Retryable || r.RetryAfter <= 0 {
 		t.Fatalf("D event over the rate: %+v / %+v", r, r.Err)
 	}
-	res = g.srv.Ingest(ctx, "acme", aep.DialectR, [][]byte{[]byte(rEvent("s", 1))})
+	res = g.srv.Ingest(ctx, tenant.MustParse("acme"), aep.DialectR, [][]byte{[]byte(rEvent("s", 1))})
 	if r := res[0]; !r.RateLimited || r.Err == nil || r.Err.Code != aep.CodeRLimitExceeded {
 		t.Fatalf("R event over the rate: %+v", r)
 	}
 	// A batch larger than the burst can never pass: not retryable.
 	big := [][]byte{[]byte(dEvent(10, "s")), []byte(dEvent(11, "s")), []byte(dEvent(12, "s")), []byte(dEvent(13, "s"))}
-	if r := g.srv.Ingest(ctx, "globex", aep.DialectD, big)[3]; !r.RateLimited || r.Err.Retryable {
+	if r := g.srv.Ingest(ctx, tenant.MustParse("globex"), aep.DialectD, big)[3]; !r.RateLimited || r.Err.Retryable {
 		t.Fatalf("batch over the burst: %+v", r.Err)
 	}
 	// The limit is per tenant.
-	if r := g.srv.Ingest(ctx, "globex", aep.DialectD, [][]byte{[]byte(dEvent(20, "s"))}); !r[0].Accepted() {
+	if r := g.srv.Ingest(ctx, tenant.MustParse("globex"), aep.DialectD, [][]byte{[]byte(dEvent(20, "s"))}); !r[0].Accepted() {
 		t.Fatalf("globex: %+v", r[0])
 	}
 	if n := len(g.readAll("aep.acme.events", 3)); n != 3 {

@@ -31,6 +31,13 @@ const (
 	HeaderCapture      = "aep-capture"
 	HeaderEpoch        = "aep-epoch"
 	HeaderSeq          = "aep-seq"
+	// Who published the event (gateway.publisher): the principal the
+	// credential names, how it authenticated (none, api_key, jwt) and the
+	// binding it came over (http, ws). Not routing attributes: DecodeHeaders
+	// skips them.
+	HeaderPrincipal = "aep-principal"
+	HeaderAuth      = "aep-auth"
+	HeaderVia       = "aep-via"
 	// HeaderExtPrefix prefixes a dialect R extension attribute; its value is
 	// the attribute's raw JSON.
 	HeaderExtPrefix = "aep-x-"

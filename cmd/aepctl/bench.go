@@ -535,9 +535,14 @@ func dispatch(ctx context.Context, cfg BenchConfig, genStart, start time.Time, j
 	return sent, behind
 }
 
+// authNone and viaHTTP are the publisher headers' values of a
+// development-mode gateway, shared by every record as the gateway's are
+// by a request's.
+var authNone, viaHTTP = []byte("none"), []byte("http")
+
 // makeBatch generates n events; with routed, each also gets the routing
-// headers the gateway would give its record (their values share one
-// buffer, as the gateway's do).
+// and publisher headers the gateway would give its record (their values
+// share one buffer, as the gateway's do).
 func makeBatch(g *Generator, n int, routed bool) *loadBatch {
 	b := &loadBatch{lines: make([][]byte, n), keys: make([]string, n)}
 	offs := make([]int, n+1)
@@ -552,11 +557,14 @@ func makeBatch(g *Generator, n int, routed bool) *loadBatch {
 		if routed {
 			a := g.Attrs()
 			if hdrs == nil { // size both for n events like the first
-				hdrs = make([]kgo.RecordHeader, 0, n*12) // 9 (R) or 6 (D) headers an event
+				hdrs = make([]kgo.RecordHeader, 0, n*12) // 11 (R) or 8 (D) headers an event
 				hvals = make([]byte, 0, n*(partitioning.HeaderValuesLen(&a)+8))
 			}
 			s := len(hdrs)
 			hdrs, hvals = partitioning.AppendHeadersTo(hdrs, hvals, &a)
+			// who published, as a development-mode gateway writes it
+			hdrs = append(hdrs, kgo.RecordHeader{Key: partitioning.HeaderAuth, Value: authNone},
+				kgo.RecordHeader{Key: partitioning.HeaderVia, Value: viaHTTP})
 			b.hdrs[i] = hdrs[s:len(hdrs):len(hdrs)]
 		}
 		b.body = append(b.body, '\n')

@@ -11,12 +11,29 @@ package tenant
 import (
 	"context"
 
+	"github.com/aep-gateway/aep-gateway/gateway/principal"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
-// Tenant is a validated tenant name (partitioning.ValidateTenant). The zero
-// value is "no tenant": IsZero reports it, and nothing accepts it.
-type Tenant struct{ name string }
+// Tenant is a validated tenant name (partitioning.ValidateTenant), with
+// the principal inside it that the request's credential names. The zero
+// value is "no tenant": IsZero reports it, and nothing accepts it. Compare
+// tenants by String: two principals of one tenant are one tenant.
+type Tenant struct {
+	name string
+	p    *principal.Principal
+}
+
+// WithPrincipal returns t speaking as p.
+func (t Tenant) WithPrincipal(p *principal.Principal) Tenant {
+	t.p = p
+	return t
+}
+
+// Principal is who inside the tenant speaks: nil is the tenant-wide
+// default (development mode, or a credential made before principals),
+// which every check allows.
+func (t Tenant) Principal() *principal.Principal { return t.p }
 
 // Parse validates name and returns its Tenant; the error wraps
 // partitioning.ErrInvalidTenant.
@@ -24,7 +41,7 @@ func Parse(name string) (Tenant, error) {
 	if err := partitioning.ValidateTenant(name); err != nil {
 		return Tenant{}, err
 	}
-	return Tenant{name: name}, nil
+	return Tenant{name: name}, nil // tenant-wide until WithPrincipal
 }
 
 // MustParse is Parse for names known to be valid (constants, tests); it
