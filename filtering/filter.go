@@ -152,6 +152,31 @@ func (f *Filter) MarshalJSON() ([]byte, error) {
 // String is the normalized JSON form.
 func (f *Filter) String() string { return string(f.src) }
 
+// TypePatterns are the filter's type patterns as written; nil when it does
+// not constrain types (no types member, or "*" among them), which asks
+// for every type.
+func (f *Filter) TypePatterns() []string {
+	if !f.hasTypes || f.typeAll {
+		return nil
+	}
+	out := make([]string, len(f.types))
+	for i := range f.types {
+		out[i] = f.types[i].raw
+	}
+	return out
+}
+
+// Sources are the exact source values the filter accepts; nil when it
+// does not constrain the source.
+func (f *Filter) Sources() []string {
+	for i := range f.strs {
+		if f.strs[i].f == fSource {
+			return f.strs[i].set.vals
+		}
+	}
+	return nil
+}
+
 // Match reports whether the event with routing attributes a is selected by
 // the filter. An event of another dialect never matches, and the zero
 // Filter matches nothing. It never allocates and is safe to call

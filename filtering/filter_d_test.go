@@ -2,6 +2,7 @@ package filtering
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -326,5 +327,30 @@ func TestDQuery(t *testing.T) {
 	_, err := ParseD([]byte(`{"session_id":"sess_01"}`))
 	if fe := filterErr(t, err, aep.DialectD, CodeSubscriptionRejected); !strings.Contains(fe.Message, "add types=*") {
 		t.Fatalf("JSON form message %q does not suggest types=*", fe.Message)
+	}
+}
+
+// TypePatterns and Sources are what a principal's scopes are checked
+// against: the patterns as written, nil for "every type" or "any source".
+func TestFilterTypePatternsAndSources(t *testing.T) {
+	for _, c := range []struct {
+		in          string
+		types, srcs []string
+	}{
+		{`{"types":["task.*","memory.updated"],"source":["agent:a","agent:b"]}`, []string{"task.*", "memory.updated"}, []string{"agent:a", "agent:b"}},
+		{`{"types":["task.*","*"]}`, nil, nil},
+		{`{"topic":"t1"}`, nil, nil},
+		{`{"source":"tool:x"}`, nil, []string{"tool:x"}},
+	} {
+		f, err := ParseD([]byte(c.in))
+		if err != nil {
+			t.Fatal(c.in, err)
+		}
+		if got := f.TypePatterns(); !slices.Equal(got, c.types) {
+			t.Errorf("%s: types %q, want %q", c.in, got, c.types)
+		}
+		if got := f.Sources(); !slices.Equal(got, c.srcs) {
+			t.Errorf("%s: sources %q, want %q", c.in, got, c.srcs)
+		}
 	}
 }

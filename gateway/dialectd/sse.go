@@ -116,6 +116,9 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := &streamState{tenant: requestTenant(r), mode: f.DeliveryMode(), from: f.FromCursor()}
+	if refuseScope(w, st.tenant, f) {
+		return
+	}
 	stream, ok := admit(w, h.hub, st.tenant)
 	if !ok {
 		return

@@ -321,6 +321,9 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 		reject(w, msg, det)
 		return
 	}
+	if refuseScope(w, tn, f) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
 	defer cancel()
 	st, err := h.e.State(ctx, tn)
@@ -400,6 +403,17 @@ func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id s
 	if !expiredOK && def.Expired(time.Now()) {
 		writeErr(w, http.StatusGone, aep.CodeDSubscriptionError, "subscription "+id+" expired", false, map[string]string{"subscription_id": id})
 		return def, false
+	}
+	// A principal works only with the subscriptions it could have made:
+	// another's broader one is neither read, acknowledged nor deleted.
+	if tn := requestTenant(r); tn.Principal().Restricted() {
+		f, err := filtering.ParseD(def.Filter)
+		if err != nil || refuseScope(w, tn, f) {
+			if err != nil {
+				writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
+			}
+			return def, false
+		}
 	}
 	return def, true
 }

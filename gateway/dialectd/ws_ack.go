@@ -78,6 +78,9 @@ func (c *wsConn) attach(id string) (*wsSub, *wsSubCreated, *wsSubReject) {
 	if err != nil {
 		return nil, nil, &wsSubReject{msg: "the stored subscription is unreadable", details: det}
 	}
+	if msg := scopeRefusal(c.tenant, f); msg != "" {
+		return nil, nil, &wsSubReject{code: aep.CodeDUnauthorized, msg: msg, details: det}
+	}
 	st := &streamState{tenant: c.tenant, mode: ModeAtLeastOnce}
 	if st.state, err = c.h.e.State(ctx, c.tenant); err != nil {
 		return nil, nil, &wsSubReject{msg: "the event log is not available", retryable: true}

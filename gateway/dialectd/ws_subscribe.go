@@ -2,6 +2,7 @@ package dialectd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,7 @@ type wsReplayed struct {
 
 // wsSubReject is why a subscription cannot be created.
 type wsSubReject struct {
+	code      string // "": subscription_rejected
 	msg       string
 	details   map[string]string
 	retryable bool
@@ -95,7 +97,7 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 		if p := bytes.TrimSpace(payload); len(p) > 0 && p[0] == '{' {
 			filter = payload
 		}
-		e := wsErr(aep.CodeDSubscriptionRejected, rej.msg, rej.retryable)
+		e := wsErr(cmp.Or(rej.code, aep.CodeDSubscriptionRejected), rej.msg, rej.retryable)
 		e.Details = rej.details
 		return c.reply("subscription.rejected", attrs.ID, wsSubRejected{SubscriptionID: id, Filter: filter, Error: e})
 	}
@@ -164,6 +166,9 @@ func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCre
 	if err != nil {
 		msg, details := rejectionOf(err)
 		return nil, nil, &wsSubReject{msg: msg, details: details}
+	}
+	if msg := scopeRefusal(c.tenant, f); msg != "" {
+		return nil, nil, &wsSubReject{code: aep.CodeDUnauthorized, msg: msg}
 	}
 	st := &streamState{tenant: c.tenant, from: f.FromCursor()}
 	requested := f.DeliveryMode()

@@ -145,6 +145,13 @@ func (c *wsConn) command(data []byte, id string) {
 		c.refuseCommand(id, aep.CodeRUnauthorized, fmt.Sprintf("the control policy of this tenant does not let %q send commands", a.Agent))
 		return
 	}
+	// The principal's own rights come on top of the tenant's policy: the
+	// control scope, and the agent it commands as among its emit: scopes
+	// (a command is an event the principal publishes).
+	if who := c.tenant.Principal(); who.Restricted() && (!who.MayControl() || !who.MayEmitAs(a.Agent)) {
+		c.refuseCommand(id, aep.CodeRUnauthorized, fmt.Sprintf("principal %q may not send commands as %q (it needs the control scope and an emit: scope covering the agent)", who.ID, a.Agent))
+		return
+	}
 	p, err := rl.presenceOf(c.ctx, c.tenant)
 	if err != nil {
 		c.log.Error().Err(err).Msg("dialectr: presence unavailable")

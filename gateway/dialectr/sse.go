@@ -10,6 +10,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/principal"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
@@ -79,7 +80,7 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	fin.Add(sub.Close)
 
 	transport.StartSSE(w)
-	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive, tenant: tn.String()}
+	s := &sseStream{rl: rl, ceiling: sp.ceiling, gate: pl.gate, noLive: sp.noLive, tenant: tn.String(), reader: tn.Principal()}
 	s.run(w, r, sub, stream, &fin)
 }
 
@@ -145,6 +146,7 @@ type sseStream struct {
 	noLive  bool        // live=0: end after the catch-up
 	items   []gateItem  // scratch
 	tenant  string
+	reader  *principal.Principal // the stream is narrowed to what it may read
 	spans   tracing.Deliveries
 }
 
@@ -210,6 +212,9 @@ func (s *sseStream) appendItems(buf []byte) []byte {
 }
 
 func (s *sseStream) appendEvent(buf []byte, ev *engine.Event) []byte {
+	if !readable(s.reader, ev) {
+		return buf
+	}
 	raw, err := s.rl.eventBytes(ev, s.ceiling)
 	if err != nil {
 		s.rl.cfg.Logger.Warn().Err(err).Int32("partition", ev.Record.Partition).Int64("offset", ev.Record.Offset).Msg("dialectr: event not delivered: down-level failed")

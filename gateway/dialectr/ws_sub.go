@@ -233,6 +233,9 @@ func (c *wsConn) sendItems(ctx context.Context, sub string, ceiling aep.Capture,
 			}
 			continue
 		}
+		if !readable(c.tenant.Principal(), it.ev) {
+			continue
+		}
 		raw, err := c.rl.eventBytes(it.ev, ceiling)
 		if err != nil {
 			c.log.Warn().Err(err).Int32("partition", it.ev.Record.Partition).Int64("offset", it.ev.Record.Offset).Msg("dialectr: event not delivered: down-level failed")

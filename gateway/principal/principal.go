@@ -8,7 +8,9 @@
 // The vocabulary is dialect D's (security.md): subscribe:<type pattern>,
 // read:<domain>, write:<domain>, plus the gateway's emit:<source pattern>
 // (the sources a principal may use: D's source, R's agent) and control
-// (AEP-0004 control). A domain is a source or target prefix ("agent",
+// (AEP-0004 control). What a restricted principal's list does not grant it
+// may not do, with one refinement: without read: scopes, every source of
+// the types its subscribe: scopes allow may be read. A domain is a source or target prefix ("agent",
 // "tool") or a whole pattern ("agent:a", "agent:*"). Patterns are globs in
 // which '*' matches one or more characters, the way type patterns match.
 //
@@ -77,10 +79,11 @@ func (p *Principal) MayControl() bool {
 }
 
 // MayRead reports whether p may receive an event of type typ from source
-// src: a subscribe: scope matches the type and a read: scope the source.
+// src: a subscribe: scope matches the type and, when p has read: scopes,
+// one of them the source.
 func (p *Principal) MayRead(typ, src string) bool {
 	s := p.scopes()
-	return s == nil || (anyMatch(s.subscribe, typ) && anyMatch(s.read, src))
+	return s == nil || (anyMatch(s.subscribe, typ) && (len(s.read) == 0 || anyMatch(s.read, src)))
 }
 
 // CoverTypes checks a subscription's type patterns (nil or empty: every
@@ -97,11 +100,12 @@ func (p *Principal) CoverTypes(patterns []string) string {
 // CoverSources checks a subscription's source filters against p's read:
 // scopes (security.md: "for each source filter, check that the consumer
 // has read: scope for the source domain") and returns the first one none
-// covers, or "". No source filter asks for every source: it needs a
-// read: scope covering every one ("read:*").
+// covers, or "". A principal without read: scopes reads every source its
+// subscribe: scopes allow; with them, no source filter asks for every
+// source and needs a read: scope covering every one ("read:*").
 func (p *Principal) CoverSources(sources []string) string {
 	s := p.scopes()
-	if s == nil {
+	if s == nil || len(s.read) == 0 {
 		return ""
 	}
 	return uncovered(s.read, sources)

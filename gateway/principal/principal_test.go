@@ -66,7 +66,11 @@ func TestScopes(t *testing.T) {
 		t.Errorf("source agent:b refused: %q", bad)
 	}
 	if bad := p.CoverSources(nil); bad != "*" {
-		t.Errorf("no source filter needs read:*: got %q", bad)
+		t.Errorf("with read: scopes, no source filter needs read:*: got %q", bad)
+	}
+	typesOnly, _ := ParseScopes("subscribe:task.*")
+	if q := (&Principal{Scopes: typesOnly}); q.CoverSources([]string{"tool:x"}) != "" || !q.MayRead("task.a", "tool:x") || q.MayRead("memory.a", "tool:x") {
+		t.Error("without read: scopes every source of the allowed types may be read")
 	}
 	var unrestricted *Principal
 	if !unrestricted.MayEmitAs("x") || !unrestricted.MayControl() || unrestricted.CoverTypes(nil) != "" || unrestricted.Restricted() {
