@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+// Two principals of one tenant through the built binary (issue 24): an
+// agent bound to agent:a (and R's agent "claude-code") that may send to
+// tools, and a dashboard that may only subscribe to task.* and progress.*;
+// an admin key of the same tenant has the tenant-wide default policy.
+//
+//   - the agent publishing as another source or agent, to a target outside
+//     its write: scopes, with an event-level authorization (any scheme) or
+//     another tenant_id is refused unauthorized on HTTP and the dialect D
+//     WebSocket, and nothing of it is in the log (no token either);
+//   - the dashboard subscribing to memory.* is refused on D SSE (403), the
+//     D WebSocket (subscription.rejected) and as a durable subscription;
+//   - the dashboard's dialect R stream shows only progress.* events;
+//   - every record names its publisher (aep-principal, aep-auth, aep-via).
+func TestPrincipalsThroughTheBinary(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	line := func(key, opts string) string {
+		return strings.TrimSuffix(keyFileLine("acme", key), "\n") + " " + opts + "\n"
+	}
+	if err := os.WriteFile(keys, []byte(line("k-agent", "principal=agent-a scopes=emit:agent:a,emit:claude-code,write:tool")+
+		line("k-dash", "principal=dashboard scopes=subscribe:task.*,subscribe:progress.*")+
+		keyFileLine("acme", "k-admin")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "--data-dir", filepath.Join(dir, "data"), "--embedded-kafka-listen", "127.0.0.1:0", "--api-keys", keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bearer := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k} }
+	asA := func(i int, members string) string {
+		ev := strings.Replace(dEvent(i, "s_p"), `"agent:researcher"`, `"agent:a"`, 1)
+		if members != "" {
+			ev = strings.Replace(ev, `"aep_version":"0.1",`, `"aep_version":"0.1",`+members+`,`, 1)
+		}
+		return ev
+	}
+
+	// D over HTTP: one event of six lands.
+	batch := []string{
+		asA(0, ""),
+		strings.Replace(asA(1, ""), `"agent:a"`, `"agent:b"`, 1),
+		strings.Replace(asA(2, ""), `"tool:crawler"`, `"agent:ui"`, 1),
+		asA(3, `"authorization":{"scheme":"weird","token":"tok-weird"}`),
+		asA(4, `"authorization":{"scheme":"bearer","token":"tok-bearer"}`),
+		asA(5, `"tenant_id":"org_other"`),
+	}
+	res, err := g.post(ctx, "/aep/events", "application/x-ndjson", bearer("k-agent"), strings.Join(batch, "\n")+"\n")
+	if err != nil || res.status != http.StatusAccepted {
+		t.Fatalf("agent batch: %v %d %s", err, res.status, res.body)
+	}
+	var out struct {
+		Accepted int `json:"accepted"`
+		Errors   []struct {
+			EventIndex int `json:"event_index"`
+			Error      struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(res.body, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Accepted != 1 || len(out.Errors) != 5 {
+		t.Fatalf("accepted %d, %d errors: want 1 and 5: %s", out.Accepted, len(out.Errors), res.body)
+	}
+	for i, e := range out.Errors {
+		if e.EventIndex != i+1 || e.Error.Code != "unauthorized" {
+			t.Errorf("error %d: %+v, want event %d unauthorized", i, e, i+1)
+		}
+	}
+
+	// D over the WebSocket: the agent's own event is acknowledged, one as
+	// agent:b rejected unauthorized.
+	ws := gatewaytest.DialWSD(t, gatewaytest.WSURL(g.URL, "/aep"), gatewaytest.WSOptions{Header: http.Header{"Authorization": {"Bearer k-agent"}}})
+	ws.Send(asA(10, ""))
+	if m := ws.Next(); m.Type != "event.acknowledged" {
+		t.Fatalf("own event over the socket: %s", m.Raw)
+	}
+	ws.Send(strings.Replace(asA(11, ""), `"agent:a"`, `"agent:b"`, 1))
+	if m := ws.Next(); m.Type != "event.rejected" || m.ErrCode() != "unauthorized" {
+		t.Fatalf("spoofed event over the socket: %s", m.Raw)
+	}
+
+	// The dashboard: memory.* refused everywhere, task.* allowed.
+	sse := func(types string) *http.Response {
+		return gatewaytest.RequestSSE(t, g.URL+"/aep/events?types="+url.QueryEscape(types), gatewaytest.SSEOptions{Header: http.Header{"Authorization": {"Bearer k-dash"}}})
+	}
+	if r := sse("memory.*"); r.StatusCode != http.StatusForbidden {
+		t.Errorf("dashboard SSE memory.*: %d, want 403", r.StatusCode)
+	} else if b := readBody(t, r); !strings.Contains(b, `"unauthorized"`) || !strings.Contains(b, "memory.*") {
+		t.Errorf("dashboard SSE memory.*: %s", b)
+	}
+	if r := sse("task.*"); r.StatusCode != http.StatusOK {
+		t.Errorf("dashboard SSE task.*: %d", r.StatusCode)
+	} else {
+		r.Body.Close()
+	}
+	dws := gatewaytest.DialWSD(t, gatewaytest.WSURL(g.URL, "/aep"), gatewaytest.WSOptions{Header: http.Header{"Authorization": {"Bearer k-dash"}}})
+	if m := dws.Subscribe("evt_sub_mem", `{"types":["memory.*"]}`); m.Type != "subscription.rejected" || m.ErrCode() != "unauthorized" {
+		t.Errorf("dashboard WebSocket memory.*: %s", m.Raw)
+	}
+	if res, err := g.post(ctx, "/aep/subscriptions", "application/json", bearer("k-dash"), `{"types":["memory.*"]}`); err != nil || res.status != http.StatusForbidden {
+		t.Errorf("dashboard durable memory.*: %v %d %s", err, res.status, res.body)
+	}
+
+	// Dialect R: the agent's batch naming another agent is refused whole;
+	// the dashboard's stream shows only progress.* of what the admin posts.
+	rHdr := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k, "AEP-Version": "0.1"} }
+	other := strings.Replace(rEvent("s_r", 1), `"agent":"claude-code"`, `"agent":"codex"`, 1)
+	if res, err := g.post(ctx, "/events", "application/x-ndjson", rHdr("k-agent"), rEvent("s_r", 0)+"\n"+other+"\n"); err != nil || res.status != http.StatusForbidden {
+		t.Fatalf("agent R batch naming codex: %v %d %s", err, res.status, res.body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.URL+"/stream?filter="+url.QueryEscape(`{"session":"s_rp"}`), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer k-dash")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard R stream: %v %v", err, stream)
+	}
+	var rb strings.Builder
+	for seq := range 6 {
+		ev := rEvent("s_rp", seq)
+		if seq%2 == 1 {
+			ev = strings.Replace(ev, `"type":"tool.requested"`, `"type":"progress.updated"`, 1)
+		}
+		rb.WriteString(ev + "\n")
+	}
+	if res, err := g.post(ctx, "/events", "application/x-ndjson", rHdr("k-admin"), rb.String()); err != nil || res.status != http.StatusAccepted {
+		t.Fatalf("admin R batch: %v %d %s", err, res.status, res.body)
+	}
+	for i, m := range readSSE(ctx, t, stream, 3) {
+		if m.event != "progress.updated" || m.id != fmt.Sprintf("s_rp:0:%d", 2*i+1) {
+			t.Errorf("dashboard R message %d: %s %s, want progress.updated s_rp:0:%d", i, m.event, m.id, 2*i+1)
+		}
+	}
+	stream.Body.Close()
+
+	// The log: the two D events of agent-a and the admin's six R events,
+	// each naming its publisher; none of the refused events, nor a token.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(g.KafkaAddr), kgo.ConsumeTopics(partitioning.Naming{}.Events("acme")),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for len(recs) < 8 && ctx.Err() == nil {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		recs = append(recs, cl.PollFetches(pctx).Records()...)
+		pcancel()
+	}
+	if len(recs) != 8 {
+		t.Fatalf("%d records in the log, want 8", len(recs))
+	}
+	for _, r := range recs {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		v := string(r.Value)
+		if strings.Contains(v, "tok-") || strings.Contains(v, "org_other") || strings.Contains(v, "agent:b") || strings.Contains(v, "codex") {
+			t.Errorf("a refused event is in the log: %s", v)
+		}
+		want := map[string]string{partitioning.HeaderAuth: "api_key", partitioning.HeaderVia: "http"}
+		switch h[partitioning.HeaderDialect] {
+		case "D":
+			want[partitioning.HeaderPrincipal] = "agent-a"
+			if strings.Contains(v, `"evt_s_p_0010"`) {
+				want[partitioning.HeaderVia] = "ws"
+			}
+		default:
+			if !strings.HasPrefix(h[partitioning.HeaderPrincipal], "key:") {
+				t.Errorf("the admin key's record names %q, want key:<digest prefix>", h[partitioning.HeaderPrincipal])
+			}
+		}
+		for k, w := range want {
+			if h[k] != w {
+				t.Errorf("record %s: header %s = %q, want %q", r.Value[:40], k, h[k], w)
+			}
+		}
+	}
+}
+
+func readBody(t *testing.T, r *http.Response) string {
+	t.Helper()
+	defer r.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}
