@@ -145,7 +145,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 // defineFlags defines every flag of the gateway on fs, bound to c.
 func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key>\"; without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
+	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key> [principal=<id>] [scopes=<scope>,...]\" (no scopes: tenant-wide; docs/security.md, Principals and scopes); without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
 	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
 	fs.String(&c.JWTPublicKey, "jwt-public-key", "", "accept RS256 or ES256 JWT bearer tokens verified with this PEM public key")
 	fs.String(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT claim that names the tenant")

@@ -472,3 +472,23 @@ func TestSchemaRefusesTypos(t *testing.T) {
 		t.Fatalf("helm lint: %v", err)
 	}
 }
+
+// An API key's principal and scopes reach its line of the key file; a
+// scope outside the vocabulary or a principal with a space is refused
+// before anything is deployed.
+func TestAPIKeyPrincipalAndScopes(t *testing.T) {
+	const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	key := []string{"--set", "auth.apiKeys[0].tenant=acme", "--set", "auth.apiKeys[0].sha256=" + digest}
+	m := render(t, "1.30.0", append(key, "--set", "auth.apiKeys[0].principal=agent-a",
+		"--set", "auth.apiKeys[0].scopes={emit:agent:a,write:tool}")...)
+	want := "acme sha256:" + digest + " principal=agent-a scopes=emit:agent:a,write:tool"
+	found := false
+	for _, s := range all[*corev1.Secret](m) {
+		found = found || strings.Contains(s.StringData["api-keys"], want)
+	}
+	if !found {
+		t.Fatalf("no Secret holds the line %q", want)
+	}
+	refused(t, "1.30.0", `scope "delete:x"`, append(key, "--set", "auth.apiKeys[0].scopes={delete:x}")...)
+	refused(t, "1.30.0", "principal must be", append(key, "--set", "auth.apiKeys[0].principal=a b")...)
+}

@@ -212,6 +212,14 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{- if not (regexMatch "^[0-9a-fA-F]{64}$" (toString .sha256)) }}
 {{- fail (printf "auth.apiKeys: tenant %s: sha256 must be 64 hex characters (printf %%s \"$KEY\" | sha256sum)" (toString .tenant)) }}
 {{- end }}
+{{- if and .principal (not (regexMatch "^[!-~]{1,256}$" (toString .principal))) }}
+{{- fail (printf "auth.apiKeys: tenant %s: principal must be 1 to 256 printable ASCII characters without spaces" (toString .tenant)) }}
+{{- end }}
+{{- range (default list .scopes) }}
+{{- if not (regexMatch "^(control|(subscribe|read|write|emit):[!-~]{1,250})$" (toString .)) }}
+{{- fail (printf "auth.apiKeys: scope %q: want subscribe:<types>, read:<domain>, write:<domain>, emit:<source> or control (docs/security.md)" (toString .)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $mech := upper (toString .Values.kafka.sasl.mechanism) }}
 {{- if and $mech (not (has $mech (list "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512"))) }}
