@@ -125,7 +125,9 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 
 	// Dialect R: the agent's batch naming another agent is refused whole;
 	// the dashboard's stream shows only progress.* of what the admin posts.
-	rHdr := func(k string) map[string]string { return map[string]string{"Authorization": "Bearer " + k, "AEP-Version": "0.1"} }
+	rHdr := func(k string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + k, "AEP-Version": "0.1"}
+	}
 	other := strings.Replace(rEvent("s_r", 1), `"agent":"claude-code"`, `"agent":"codex"`, 1)
 	if res, err := g.post(ctx, "/events", "application/x-ndjson", rHdr("k-agent"), rEvent("s_r", 0)+"\n"+other+"\n"); err != nil || res.status != http.StatusForbidden {
 		t.Fatalf("agent R batch naming codex: %v %d %s", err, res.status, res.body)
