@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +80,11 @@ type Config struct {
 	// MaxMetricsScrapes bounds the /metrics scrapes served at once; past
 	// it 503. Zero means DefaultMaxMetricsScrapes (32).
 	MaxMetricsScrapes int
+	// SeparateAdmin moves /metrics and /readyz off the public handler
+	// (Handler) to AdminHandler, served on an admin listener of its own
+	// (--admin-listen): what they show (tenant names, subscription ids,
+	// the broker's address) then never reaches the public side.
+	SeparateAdmin bool
 }
 
 // Deps are the Kafka-facing parts a Server uses.
@@ -176,8 +182,9 @@ func (s *Server) routes() chi.Router {
 
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/healthz", handleHealthz)
-	r.Get("/readyz", s.ready.handle)
-	r.Method(http.MethodGet, "/metrics", newScrapeCache(s.cfg.Registry, s.cfg.MetricsCacheTTL, s.cfg.MaxMetricsScrapes))
+	if !s.cfg.SeparateAdmin {
+		s.adminRoutes(r)
+	}
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
 
@@ -219,8 +226,30 @@ func (s *Server) auth() Authenticator {
 	return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT, Log: s.cfg.Logger}
 }
 
+// adminRoutes mounts the operators' routes on r.
+func (s *Server) adminRoutes(r chi.Router) {
+	r.Get("/readyz", s.ready.handle)
+	r.Method(http.MethodGet, "/metrics", newScrapeCache(s.cfg.Registry, s.cfg.MetricsCacheTTL, s.cfg.MaxMetricsScrapes))
+}
+
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
+
+// AdminHandler is the handler of the admin listener with SeparateAdmin:
+// /healthz, /readyz, /metrics and Go's profiler under /debug/pprof/. No
+// credential is asked: bind it where only operators reach it.
+func (s *Server) AdminHandler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.recoverer)
+	r.Get("/healthz", handleHealthz)
+	s.adminRoutes(r)
+	r.HandleFunc("/debug/pprof/*", pprof.Index)
+	r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return r
+}
 
 // Start begins the background broker probe. It is idempotent.
 func (s *Server) Start() { s.startOnce.Do(s.ready.start) }

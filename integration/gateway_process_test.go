@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,6 +58,7 @@ type gatewayProc struct {
 	t         testing.TB
 	cmd       *exec.Cmd
 	URL       string // http://host:port
+	AdminURL  string // the --admin-listen listener's, if any
 	KafkaAddr string // the embedded broker's address, if any
 	logs      *syncBuffer
 	exited    chan struct{}
@@ -124,6 +126,7 @@ func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayP
 				g.KafkaAddr, _ = m["kafka"].(string)
 			case msg == "aep-gateway serving":
 				g.URL, _ = m["listen"].(string)
+				g.AdminURL, _ = m["admin"].(string)
 				once.Do(func() { close(ready) })
 			}
 		}
@@ -154,13 +157,15 @@ func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayP
 	return g
 }
 
-// waitReady polls /readyz until the broker answers.
+// waitReady polls /readyz (the admin listener's, with one) until the
+// broker answers.
 func (g *gatewayProc) waitReady() {
 	g.t.Helper()
 	var err error
+	base := cmp.Or(g.AdminURL, g.URL)
 	ready := gatewaytest.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
 		var resp *http.Response
-		if resp, err = http.Get(g.URL + "/readyz"); err != nil {
+		if resp, err = http.Get(base + "/readyz"); err != nil {
 			return false
 		}
 		resp.Body.Close()

@@ -28,6 +28,7 @@ type config struct {
 	UnknownEnv []string
 
 	Listen               string
+	AdminListen          string
 	APIKeys              string
 	CursorKeys           string
 	JWTSecretFile        string
@@ -145,6 +146,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 // defineFlags defines every flag of the gateway on fs, bound to c.
 func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.String(&c.AdminListen, "admin-listen", "", "admin listen address for /metrics, /readyz, /healthz and /debug/pprof/, which then leave the public listener (/healthz stays on both); empty: /metrics and /readyz on the public listener, no pprof")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key> [principal=<id>] [scopes=<scope>,...]\" (no scopes: tenant-wide; docs/security.md, Principals and scopes); without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
 	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
 	fs.String(&c.JWTPublicKey, "jwt-public-key", "", "accept RS256 or ES256 JWT bearer tokens verified with this PEM public key")
@@ -252,6 +254,11 @@ func (c config) validate() error {
 	}
 	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
 		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)
+	}
+	if c.AdminListen != "" {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return fmt.Errorf("--admin-listen %q: %w", c.AdminListen, err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -65,4 +68,32 @@ func httpRefusal(reason string) []byte {
 		"Retry-After: 1\r\n" +
 		"Connection: close\r\n" +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}
+
+// serveAdmin serves h on --admin-listen, when given, until the lifecycle
+// stops it. It returns the listener's URL ("" without one) and a channel
+// that receives Serve's error should it fail (nil without one).
+func serveAdmin(cfg config, h http.Handler, lc *lifecycle) (string, <-chan error, error) {
+	if cfg.AdminListen == "" {
+		return "", nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		return "", nil, fmt.Errorf("admin listen: %w", err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+	failed := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			failed <- err
+		}
+	}()
+	lc.add("admin server", func(ctx context.Context) error {
+		err := hs.Shutdown(ctx)
+		<-done
+		return err
+	})
+	return "http://" + ln.Addr().String(), failed, nil
 }

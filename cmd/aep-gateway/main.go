@@ -255,6 +255,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		DevAnyHost: cfg.AllowUnauthenticated, CORSOrigins: cfg.corsOrigins(),
 
 		AccessLogSampleN: cfg.accessLogSampleN(), // --access-log-sample
+		SeparateAdmin:    cfg.AdminListen != "",
 	}, deps)
 	if err != nil {
 		return err
@@ -330,6 +331,13 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
+	// added before the public server's stop, so stopped after it: the
+	// last scrapes see the drain
+	adminAddr, adminFailed, err := serveAdmin(cfg, srv.AdminHandler(), lc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	httpSrv := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -364,7 +372,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		<-serveErr //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 		return err
 	})
-	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("kafka", strings.Join(seeds, ",")).
+	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("admin", adminAddr).Str("kafka", strings.Join(seeds, ",")).
 		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
 
 	var serveFailed error
@@ -374,6 +382,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		serveFailed = fmt.Errorf("http server: %w", err)
 	case err := <-workerFailed: // nil channel unless --role all
 		serveFailed = fmt.Errorf("filter worker: %w", err)
+	case err := <-adminFailed: // nil channel without --admin-listen
+		serveFailed = fmt.Errorf("admin server: %w", err)
 	case <-ctx.Done():
 	}
 	stopSignals() // a second signal now kills the process

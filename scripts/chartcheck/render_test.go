@@ -345,8 +345,9 @@ func TestNetworkPolicy(t *testing.T) {
 	if len(np.Spec.PodSelector.MatchLabels) == 0 {
 		t.Fatal("the policy selects every pod in the namespace")
 	}
-	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" {
-		t.Fatalf("ingress rules %+v, want one rule for the http port", np.Spec.Ingress)
+	if len(np.Spec.Ingress) != 2 || len(np.Spec.Ingress[0].Ports) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" ||
+		len(np.Spec.Ingress[1].Ports) != 1 || np.Spec.Ingress[1].Ports[0].Port.String() != "admin" {
+		t.Fatalf("ingress rules %+v, want one for the http port and one for the admin port", np.Spec.Ingress)
 	}
 	if len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].NamespaceSelector == nil {
 		t.Fatalf("ingress from %+v, want the ingress controller's namespace", np.Spec.Ingress[0].From)
@@ -491,4 +492,36 @@ func TestAPIKeyPrincipalAndScopes(t *testing.T) {
 	}
 	refused(t, "1.30.0", `scope "delete:x"`, append(key, "--set", "auth.apiKeys[0].scopes={delete:x}")...)
 	refused(t, "1.30.0", "principal must be", append(key, "--set", "auth.apiKeys[0].principal=a b")...)
+}
+
+// The admin port is on by default: --admin-listen set, the probes and the
+// ServiceMonitor on it, the Service naming it; service.adminPort=0 puts
+// them all back on the HTTP port.
+func TestAdminPort(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		port   string
+		listen string
+	}{
+		{nil, "admin", "0.0.0.0:9090"},
+		{[]string{"--set", "service.adminPort=0"}, "http", ""},
+	} {
+		m := render(t, "1.30.0", append(slicesOf(external), c.args...)...)
+		ctr := container(t, m)
+		if e, _ := env(ctr, "AEP_ADMIN_LISTEN"); e.Value != c.listen {
+			t.Errorf("%v: AEP_ADMIN_LISTEN %q, want %q", c.args, e.Value, c.listen)
+		}
+		for _, p := range []*corev1.Probe{ctr.ReadinessProbe, ctr.LivenessProbe} {
+			if got := p.HTTPGet.Port.String(); got != c.port {
+				t.Errorf("%v: probe %s on port %s, want %s", c.args, p.HTTPGet.Path, got, c.port)
+			}
+		}
+		named := false
+		for _, p := range one[*corev1.Service](t, m).Spec.Ports {
+			named = named || p.TargetPort.String() == c.port
+		}
+		if !named {
+			t.Errorf("%v: the Service has no port for %s", c.args, c.port)
+		}
+	}
 }

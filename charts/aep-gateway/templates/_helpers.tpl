@@ -241,3 +241,8 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{- fail "podDisruptionBudget: set minAvailable or maxUnavailable, not both" }}
 {{- end }}
 {{- end }}
+
+{{/* The container port the probes and the ServiceMonitor use: admin when service.adminPort is set. */}}
+{{- define "aep-gateway.adminPortName" -}}
+{{- if gt (int .Values.service.adminPort) 0 }}admin{{ else }}http{{ end }}
+{{- end }}
