@@ -94,13 +94,14 @@ func (kr *Keyring) Encode(tenant string, c Cursor) (string, error) {
 	if err := c.validate(); err != nil {
 		return "", err
 	}
-	body := appendBody(make([]byte, 0, headerLen+16+len(c.Offsets)*6), kr.signID, tenantTag(tenant), &c)
+	ks := kr.set()
+	body := appendBody(make([]byte, 0, headerLen+16+len(c.Offsets)*6), ks.signID, tenantTag(tenant), &c)
 	total := frameLen(len(body))
 	buf := make([]byte, 0, total)
 	buf = append(buf, version1)
 	buf = binary.AppendUvarint(buf, uint64(total))
 	buf = append(buf, body...)
-	buf, err := kr.mac(buf, kr.signID, tenant, buf)
+	buf, err := ks.mac(buf, ks.signID, tenant, buf)
 	if err != nil {
 		return "", err
 	}
@@ -216,11 +217,12 @@ func (kr *Keyring) Decode(tenant, s string) (Cursor, error) {
 		return Cursor{}, errf(ErrMalformed, "%d stray bytes", len(raw)-macLen-n)
 	}
 	keyID := raw[start]
-	if kr.keys[keyID] == nil {
+	ks := kr.set()
+	if ks.keys[keyID] == nil {
 		return Cursor{}, errf(ErrUnknownKey, "key id %d", keyID)
 	}
 	var macBuf [macLen]byte
-	want, _ := kr.mac(macBuf[:0], keyID, tenant, raw[:n])
+	want, _ := ks.mac(macBuf[:0], keyID, tenant, raw[:n])
 	if !hmac.Equal(want, raw[n:]) {
 		if tt := tenantTag(tenant); !hmac.Equal(tt[:], raw[start+2:start+2+tenantTagLen]) {
 			return Cursor{}, errf(ErrForeignTenant, "")

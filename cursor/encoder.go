@@ -23,8 +23,9 @@ type Encoder struct {
 
 // NewEncoder returns an Encoder signing cursors of tenant.
 func (kr *Keyring) NewEncoder(tenant string) *Encoder {
-	e := &Encoder{keyID: kr.signID, tt: tenantTag(tenant), raw: make([]byte, 0, 128)}
-	e.h = kr.keys[kr.signID].pool.Get().(hash.Hash) // kept: this Encoder owns it from now on
+	ks := kr.set()
+	e := &Encoder{keyID: ks.signID, tt: tenantTag(tenant), raw: make([]byte, 0, 128)}
+	e.h = ks.keys[ks.signID].pool.Get().(hash.Hash) // kept: this Encoder owns it from now on
 	e.prefix = appendMACPrefix(make([]byte, 0, len(macDomain)+binary.MaxVarintLen64+len(tenant)), tenant)
 	return e
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+	"sync/atomic"
 )
 
 // MinSecretLen is the shortest secret a Key accepts (128 bits).
@@ -26,11 +27,25 @@ type Key struct {
 // then make it the signer, then drop the old one once the longest-lived
 // cursor signed by it no longer matters.
 //
-// A Keyring is immutable after NewKeyring and safe for concurrent use.
+// A Keyring is safe for concurrent use. Its keys change only by Replace,
+// which swaps them all at once (a reloaded key file).
 type Keyring struct {
+	cur atomic.Pointer[keySet]
+}
+
+// keySet is a Keyring's keys at one time; it is immutable.
+type keySet struct {
 	signID uint8
 	keys   map[uint8]*macKey
 }
+
+func (kr *Keyring) set() *keySet { return kr.cur.Load() }
+
+// Replace swaps in other's keys: cursors are signed with its signing key
+// from now on and verified by its keys only. An Encoder made before keeps
+// signing with the key it was made with (keep that key among the verifying
+// ones for as long as its cursors matter: the documented rotation).
+func (kr *Keyring) Replace(other *Keyring) { kr.cur.Store(other.set()) }
 
 type macKey struct {
 	pool sync.Pool // of hash.Hash (HMAC-SHA256 keyed with the secret)
@@ -45,7 +60,7 @@ func newMACKey(secret []byte) *macKey {
 // signed by signing or by any of verifying. Two keys sharing an ID must carry
 // the same secret.
 func NewKeyring(signing Key, verifying ...Key) (*Keyring, error) {
-	kr := &Keyring{signID: signing.ID, keys: make(map[uint8]*macKey, 1+len(verifying))}
+	ks := &keySet{signID: signing.ID, keys: make(map[uint8]*macKey, 1+len(verifying))}
 	secrets := map[uint8][]byte{}
 	for _, k := range append([]Key{signing}, verifying...) {
 		if len(k.Secret) < MinSecretLen {
@@ -58,20 +73,22 @@ func NewKeyring(signing Key, verifying ...Key) (*Keyring, error) {
 			continue
 		}
 		secrets[k.ID] = k.Secret
-		kr.keys[k.ID] = newMACKey(k.Secret)
+		ks.keys[k.ID] = newMACKey(k.Secret)
 	}
+	kr := &Keyring{}
+	kr.cur.Store(ks)
 	return kr, nil
 }
 
 // SigningKeyID is the ID of the key new cursors are signed with.
-func (kr *Keyring) SigningKeyID() uint8 { return kr.signID }
+func (kr *Keyring) SigningKeyID() uint8 { return kr.set().signID }
 
 var errNoKey = errors.New("cursor: no such key")
 
 // mac computes the truncated HMAC-SHA256 of body bound to tenant, appending
 // macLen bytes to dst.
-func (kr *Keyring) mac(dst []byte, keyID uint8, tenant string, body []byte) ([]byte, error) {
-	k := kr.keys[keyID]
+func (ks *keySet) mac(dst []byte, keyID uint8, tenant string, body []byte) ([]byte, error) {
+	k := ks.keys[keyID]
 	if k == nil {
 		return dst, errNoKey
 	}

@@ -28,7 +28,14 @@ const DevTenant = "default"
 // so a leaked key file does not leak keys. Replace swaps in the keys of a
 // reloaded file atomically while requests are served.
 type KeyStore struct {
-	byDigest atomic.Pointer[map[[32]byte]keyEntry]
+	cur atomic.Pointer[keyMaps]
+}
+
+// keyMaps are a key file's credentials: API keys by digest, client
+// certificates by subject common name.
+type keyMaps struct {
+	byDigest map[[32]byte]keyEntry
+	byCert   map[string]keyEntry
 }
 
 // keyEntry is what a key authenticates: its tenant and its principal.
@@ -39,7 +46,7 @@ type keyEntry struct {
 
 // Replace swaps in the keys of other (a freshly loaded file): requests
 // authenticated from now on use them, and removed keys stop working.
-func (ks *KeyStore) Replace(other *KeyStore) { ks.byDigest.Store(other.byDigest.Load()) }
+func (ks *KeyStore) Replace(other *KeyStore) { ks.cur.Store(other.cur.Load()) }
 
 // LoadKeyStore reads an API key file: one "<tenant> sha256:<hex digest>"
 // per line, optionally followed by "principal=<id>" (default
@@ -63,6 +70,7 @@ func LoadKeyStore(path string) (*KeyStore, error) {
 // ParseKeyStore parses the API key file format of LoadKeyStore.
 func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 	byDigest := make(map[[32]byte]keyEntry)
+	byCert := make(map[string]keyEntry)
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -79,9 +87,29 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 		if err := partitioning.ValidateTenant(tenant); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
+		if cn, ok := strings.CutPrefix(digest, "cert:"); ok {
+			// A client certificate (--tls-client-ca) whose subject CN is
+			// cn: the principal is cn unless principal= names another.
+			if err := validPrincipalID(cn); err != nil {
+				return nil, fmt.Errorf("line %d: cert: %w", line, err)
+			}
+			p, err := keyPrincipal("", fields[2:])
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", line, err)
+			}
+			if p.ID == "" {
+				p.ID = cn
+			}
+			p.Method = principal.MethodMTLS
+			if prev, dup := byCert[cn]; dup {
+				return nil, fmt.Errorf("line %d: certificate %s already maps to tenant %s", line, aep.QuoteTrunc(cn), prev.tenant)
+			}
+			byCert[cn] = keyEntry{tenant: tenant, principal: p}
+			continue
+		}
 		hexd, ok := strings.CutPrefix(digest, "sha256:")
 		if !ok {
-			return nil, fmt.Errorf("line %d: the digest lacks its sha256: prefix", line)
+			return nil, fmt.Errorf("line %d: the digest lacks its sha256: prefix (or cert:<subject CN> for a client certificate)", line)
 		}
 		raw, err := hex.DecodeString(hexd)
 		if err != nil || len(raw) != 32 {
@@ -101,17 +129,20 @@ func ParseKeyStore(r io.Reader) (*KeyStore, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	if len(byDigest) == 0 {
+	if len(byDigest)+len(byCert) == 0 {
 		return nil, errors.New("no keys")
 	}
 	ks := &KeyStore{}
-	ks.byDigest.Store(&byDigest)
+	ks.cur.Store(&keyMaps{byDigest: byDigest, byCert: byCert})
 	return ks, nil
 }
 
 // keyPrincipal is the principal of a key line's options.
 func keyPrincipal(hexDigest string, opts []string) (*principal.Principal, error) {
-	p := &principal.Principal{ID: "key:" + strings.ToLower(hexDigest[:8]), Method: principal.MethodAPIKey}
+	p := &principal.Principal{Method: principal.MethodAPIKey}
+	if hexDigest != "" {
+		p.ID = "key:" + strings.ToLower(hexDigest[:8])
+	}
 	for _, o := range opts {
 		k, v, ok := strings.Cut(o, "=")
 		switch {
@@ -163,19 +194,28 @@ func (ks *KeyStore) lookup(key string) (keyEntry, bool) {
 	if key == "" {
 		return keyEntry{}, false
 	}
-	e, ok := ks.digests()[sha256.Sum256([]byte(key))]
+	e, ok := ks.maps().byDigest[sha256.Sum256([]byte(key))]
 	return e, ok
 }
 
-// Len is the number of keys held.
-func (ks *KeyStore) Len() int { return len(ks.digests()) }
+// lookupCert is the entry of a verified client certificate's subject CN.
+func (ks *KeyStore) lookupCert(cn string) (keyEntry, bool) {
+	e, ok := ks.maps().byCert[cn]
+	return e, ok
+}
 
-// digests is the map in use; a zero KeyStore holds none.
-func (ks *KeyStore) digests() map[[32]byte]keyEntry {
-	if m := ks.byDigest.Load(); m != nil {
-		return *m
+// Len is the number of keys and certificates held.
+func (ks *KeyStore) Len() int {
+	m := ks.maps()
+	return len(m.byDigest) + len(m.byCert)
+}
+
+// maps are the credentials in use; a zero KeyStore holds none.
+func (ks *KeyStore) maps() *keyMaps {
+	if m := ks.cur.Load(); m != nil {
+		return m
 	}
-	return nil
+	return &keyMaps{}
 }
 
 // TenantFrom returns the name of the authenticated tenant of a request's
@@ -230,12 +270,30 @@ const (
 	credNone   = "none"
 	credJWT    = "jwt"
 	credAPIKey = "api_key"
+	credMTLS   = "mtls"
 )
 
 var (
 	errNoCredential = errors.New("no bearer token")
 	errUnknownKey   = errors.New("unknown API key")
+	errUnknownCert  = errors.New("client certificate verified, but no cert: line names its subject CN")
 )
+
+// resolveRequest is resolve of the request's bearer token or, when it
+// has none, of its verified client certificate (TLS with --tls-client-ca):
+// the key file's "cert:<subject CN>" line names its tenant and principal.
+// A bearer token, when present, is the credential.
+func (a Authenticator) resolveRequest(r *http.Request) (tenant, kind string, p *principal.Principal, err error) {
+	tok := bearerToken(r)
+	if tok == "" && !a.Dev() && a.Keys != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if e, ok := a.Keys.lookupCert(cn); ok {
+			return e.tenant, credMTLS, e.principal, nil
+		}
+		return "", credMTLS, nil, errUnknownCert
+	}
+	return a.resolve(tok)
+}
 
 // resolve is Tenant with the kind of credential, the principal it names
 // (nil in development mode) and, when it is refused, why.
@@ -267,7 +325,7 @@ func authenticate(auth Authenticator, d aep.Dialect) func(http.Handler) http.Han
 				refuseCredential(w, d, http.StatusBadRequest, "more than one Authorization header: send exactly one")
 				return
 			}
-			name, kind, p, err := auth.resolve(bearerToken(r))
+			name, kind, p, err := auth.resolveRequest(r)
 			var t tenant.Tenant
 			if err == nil {
 				// The one validation of the tenant name: everything below

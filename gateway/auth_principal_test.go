@@ -77,3 +77,27 @@ func TestJWTPrincipal(t *testing.T) {
 		t.Errorf("the scope claim does not restrict: %+v %v", p, err)
 	}
 }
+
+// A cert: line names a client certificate by its subject CN: its principal
+// is the CN unless principal= says otherwise, authenticated as mtls; a
+// CN given twice, or one a header could not carry, refuses the file.
+func TestKeyFileCertLines(t *testing.T) {
+	ks, err := ParseKeyStore(strings.NewReader("acme cert:agent-a scopes=emit:agent:a\nglobex cert:svc principal=billing\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := ks.lookupCert("agent-a"); !ok || e.tenant != "acme" || e.principal.ID != "agent-a" || e.principal.Method != principal.MethodMTLS || !e.principal.Restricted() {
+		t.Fatalf("agent-a: %+v %v", e, ok)
+	}
+	if e, ok := ks.lookupCert("svc"); !ok || e.principal.ID != "billing" || e.principal.Restricted() {
+		t.Fatalf("svc: %+v %v", e, ok)
+	}
+	if _, ok := ks.lookup("agent-a"); ok || ks.Len() != 2 {
+		t.Fatal("a certificate's CN is not an API key")
+	}
+	for _, f := range []string{"acme cert:a\nacme cert:a\n", "acme cert:\n", "acme cert:a\x01\n"} {
+		if _, err := ParseKeyStore(strings.NewReader(f)); err == nil {
+			t.Errorf("%q accepted", f)
+		}
+	}
+}

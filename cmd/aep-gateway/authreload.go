@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
 )
 
@@ -75,11 +76,21 @@ type watchedFile struct {
 	pendingAt time.Time
 }
 
-func startAuthReloader(cfg config, keys *gateway.KeyStore, jwt *gateway.JWTVerifier, log zerolog.Logger, reg prometheus.Registerer) *authReloader {
+// reloadable are the secrets the reloader keeps current; nil ones are
+// not watched.
+type reloadable struct {
+	keys    *gateway.KeyStore
+	jwt     *gateway.JWTVerifier
+	cursors *cursor.Keyring // reloaded from --cursor-keys when given
+	certs   *certSource     // --tls-cert-file and --tls-key-file
+}
+
+func startAuthReloader(cfg config, s reloadable, log zerolog.Logger, reg prometheus.Registerer) *authReloader {
+	keys, jwt := s.keys, s.jwt
 	r := &authReloader{log: log, hup: make(chan os.Signal, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	r.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "aep_auth_reloads_total",
-		Help: "Reloads of a credentials file (--api-keys, --jwt-jwks-file) by result: reloaded, or failed (the file did not parse or could not be read; the keys in use stay).",
+		Help: "Reloads of a secrets file (--api-keys, --jwt-jwks-file, --cursor-keys, --tls-cert-file, --tls-key-file) by result: reloaded, or failed (the file did not parse or could not be read; the keys in use stay).",
 	}, []string{"file", "result"})
 	if reg != nil {
 		reg.MustRegister(r.reloads)
@@ -108,6 +119,20 @@ func startAuthReloader(cfg config, keys *gateway.KeyStore, jwt *gateway.JWTVerif
 		} else {
 			r.urlKS = set
 		}
+	}
+	if s.cursors != nil && cfg.CursorKeys != "" {
+		r.watch("--cursor-keys", cfg.CursorKeys, func(raw []byte) (int, error) {
+			next, err := parseCursorKeys(bytes.NewReader(raw))
+			if err != nil {
+				return 0, err
+			}
+			s.cursors.Replace(next)
+			return 1, nil
+		})
+	}
+	if s.certs != nil {
+		r.watch("--tls-cert-file", s.certs.certPath, func(raw []byte) (int, error) { return s.certs.reload(raw, nil) })
+		r.watch("--tls-key-file", s.certs.keyPath, func(raw []byte) (int, error) { return s.certs.reload(nil, raw) })
 	}
 	signal.Notify(r.hup, syscall.SIGHUP)
 	go r.run(cfg.AuthReloadInterval)
@@ -148,7 +173,7 @@ func (r *authReloader) run(every time.Duration) {
 				settle = time.After(authSettle)
 			}
 		case <-r.hup:
-			r.log.Info().Msg("SIGHUP: reloading API keys and JWT keys")
+			r.log.Info().Msg("SIGHUP: reloading API keys, JWT keys, cursor keys and the TLS certificate")
 			r.check(true)
 			if r.urlKS != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

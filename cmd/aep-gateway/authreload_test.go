@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/rs/zerolog"
 
+	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway"
 )
 
@@ -61,7 +63,7 @@ func TestAPIKeyFileReloadedOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	auth := gateway.Authenticator{Keys: keys, JWT: jwt}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
+	r := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt}, zerolog.New(io.Discard), nil)
 	defer r.Close()
 
 	writeAged(t, path, keyLine("acme", "new")+keyLine("globex", "g"), time.Minute)
@@ -85,7 +87,7 @@ func TestSIGHUPReloadsAPIKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
+	r := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt}, zerolog.New(io.Discard), nil)
 	defer r.Close()
 	writeAged(t, path, keyLine("acme", "new"), time.Hour) // same mtime: only a forced reload sees it
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
@@ -108,7 +110,7 @@ func TestJWKSFileReloadedOnChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
+	r := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt}, zerolog.New(io.Discard), nil)
 	defer r.Close()
 	tok := func(kid string, k *ecdsa.PrivateKey) string {
 		b64 := func(v any) string { raw, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(raw) }
@@ -146,7 +148,7 @@ func TestAPIKeyRotatedInPlaceSameSizeSameMtime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), nil)
+	r := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt}, zerolog.New(io.Discard), nil)
 	defer r.Close()
 	if _, ok := keys.Tenant("old-key-1"); !ok {
 		t.Fatal("old key refused before the rotation")
@@ -181,7 +183,7 @@ func TestKeyFileWrittenInTwoStepsNeverLocksOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r := startAuthReloader(cfg, keys, jwt, zerolog.New(io.Discard), reg)
+	r := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt}, zerolog.New(io.Discard), reg)
 	defer r.Close()
 	bothValid := func(step string) {
 		t.Helper()
@@ -231,4 +233,39 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// The cursor key file reloads like the credentials (issue 24: a rotation
+// during a rolling update must not break resumes): a cursor signed by the
+// old key still decodes once the new key signs, while the old key is kept
+// as a verifier, and no longer after it is dropped; a broken file keeps
+// the keys in use.
+func TestCursorKeysReloadedOnChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursor-keys")
+	oldKey, newKey := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	writeAged(t, path, "1 "+oldKey+"\n", time.Hour)
+	cfg := config{CursorKeys: path, AuthReloadInterval: 20 * time.Millisecond}
+	kr, err := loadCursorKeys(cfg, zerolog.New(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startAuthReloader(cfg, reloadable{cursors: kr}, zerolog.New(io.Discard), nil)
+	defer r.Close()
+	c := cursor.Cursor{Partitions: 1, Offsets: []cursor.PartitionOffset{{Partition: 0, Offset: 7}}}
+	old, err := kr.Encode("acme", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAged(t, path, "2 "+newKey+"\n1 "+oldKey+"\n", time.Minute)
+	waitUntil(t, "the new signing key", func() bool { return kr.SigningKeyID() == 2 })
+	if _, err := kr.Decode("acme", old); err != nil {
+		t.Fatalf("a cursor of the old key, still a verifier: %v", err)
+	}
+	writeAged(t, path, "2 "+newKey+"\n", 30*time.Second)
+	waitUntil(t, "the old key dropped", func() bool { _, err := kr.Decode("acme", old); return err != nil })
+	writeAged(t, path, "not a key file\n", 20*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	if kr.SigningKeyID() != 2 {
+		t.Fatal("a broken cursor key file replaced the keys in use")
+	}
 }

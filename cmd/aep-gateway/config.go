@@ -29,6 +29,9 @@ type config struct {
 
 	Listen               string
 	AdminListen          string
+	TLSCertFile          string
+	TLSKeyFile           string
+	TLSClientCA          string
 	APIKeys              string
 	CursorKeys           string
 	JWTSecretFile        string
@@ -146,6 +149,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 // defineFlags defines every flag of the gateway on fs, bound to c.
 func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.String(&c.TLSCertFile, "tls-cert-file", "", "serve HTTPS (HTTP/2 and HTTP/1.1) with this PEM certificate chain; reloaded, with --tls-key-file, when either changes (checked every --auth-reload-interval) and on SIGHUP")
+	fs.String(&c.TLSKeyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file")
+	fs.String(&c.TLSClientCA, "tls-client-ca", "", "PEM CA certificates that client certificates are verified against (offered, not required); a verified certificate authenticates as the --api-keys line \"<tenant> cert:<subject CN>\"")
 	fs.String(&c.AdminListen, "admin-listen", "", "admin listen address for /metrics, /readyz, /healthz and /debug/pprof/, which then leave the public listener (/healthz stays on both); empty: /metrics and /readyz on the public listener, no pprof")
 	fs.String(&c.APIKeys, "api-keys", "", "API key file: lines of \"<tenant> sha256:<hex digest of the key> [principal=<id>] [scopes=<scope>,...]\" (no scopes: tenant-wide; docs/security.md, Principals and scopes); without it, a loopback listener runs in development mode (tenant \"default\", no authentication)")
 	fs.String(&c.JWTSecretFile, "jwt-hs256-secret-file", "", "accept HS256 JWT bearer tokens signed with the secret in this file (32+ bytes); the tenant comes from --jwt-tenant-claim")
@@ -254,6 +260,12 @@ func (c config) validate() error {
 	}
 	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
 		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCertFile == "" {
+		return errors.New("--tls-client-ca needs --tls-cert-file")
 	}
 	if c.AdminListen != "" {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {

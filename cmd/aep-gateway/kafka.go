@@ -2,10 +2,7 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -71,13 +68,9 @@ func (l errorKey) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 func tlsConfig(c config) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
 	if c.KafkaTLSCA != "" {
-		pem, err := os.ReadFile(c.KafkaTLSCA)
+		pool, err := loadCertPool("--kafka-tls-ca", c.KafkaTLSCA)
 		if err != nil {
-			return nil, fmt.Errorf("--kafka-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, errors.New("--kafka-tls-ca: no PEM certificates found")
+			return nil, err
 		}
 		tc.RootCAs = pool
 	}

@@ -213,7 +213,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	if err != nil {
 		return err
 	}
-	reloader := startAuthReloader(cfg, keys, jwt, log, reg)
+	// Cursor keys and the TLS certificate reload like the credentials.
+	keyring, err := loadCursorKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	certs, err := loadTLS(cfg)
+	if err != nil {
+		return err
+	}
+	reloader := startAuthReloader(cfg, reloadable{keys: keys, jwt: jwt, cursors: keyring, certs: certs}, log, reg)
 	lc.adds("auth reloader", reloader.Close)
 	if keys != nil {
 		log.Info().Int("keys", keys.Len()).Msg("API keys loaded")
@@ -265,10 +274,6 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 
 	// Delivery: the engine reads tenant topics and feeds the streaming
 	// bindings mounted on the server.
-	keyring, err := loadCursorKeys(cfg, log)
-	if err != nil {
-		return err
-	}
 	engOpts := append(append([]kgo.Opt(nil), opts...), tracing.KafkaHooks()...) // receive spans of delivered records
 	liveMode, fwdCfg := cfg.forwardConfig(kadm.NewClient(producer), liveTopics)
 	eng, err := engine.NewEngine(engine.Config{
@@ -353,8 +358,23 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		defer cancel()
 		_ = hub.Shutdown(sctx)
 	})
+	scheme := "http"
+	if certs != nil {
+		if httpSrv.TLSConfig, err = serverTLS(cfg, certs); err != nil {
+			ln.Close()
+			return err
+		}
+		scheme = "https"
+		log.Info().Time("not_after", certs.NotAfter()).Bool("client_certificates", cfg.TLSClientCA != "").Msg("serving TLS (HTTP/2 and HTTP/1.1)")
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	go func() {
+		if certs != nil {
+			serveErr <- httpSrv.ServeTLS(ln, "", "") // the certificate comes from TLSConfig
+			return
+		}
+		serveErr <- httpSrv.Serve(ln)
+	}()
 	lc.add("http server", func(ctx context.Context) error {
 		srv.Drain() // /readyz answers 503 from now on
 		if cfg.DrainDelay > 0 {
@@ -372,7 +392,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		<-serveErr //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 		return err
 	})
-	log.Info().Str("version", ver).Str("revision", rev).Str("listen", "http://"+ln.Addr().String()).Str("admin", adminAddr).Str("kafka", strings.Join(seeds, ",")).
+	log.Info().Str("version", ver).Str("revision", rev).Str("listen", scheme+"://"+ln.Addr().String()).Str("admin", adminAddr).Str("kafka", strings.Join(seeds, ",")).
 		Str("topic_template", cfg.TopicTemplate).Msg("aep-gateway serving")
 
 	var serveFailed error

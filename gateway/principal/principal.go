@@ -30,6 +30,7 @@ const (
 	MethodNone   Method = "none" // development mode: no credential
 	MethodAPIKey Method = "api_key"
 	MethodJWT    Method = "jwt"
+	MethodMTLS   Method = "mtls" // a client certificate verified against --tls-client-ca
 )
 
 // Principal is one authenticated identity inside a tenant. The zero value
