@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -103,6 +104,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &monitoringv1.ServiceMonitor{}, nil
 	case "gateway.networking.k8s.io/v1 HTTPRoute":
 		return &gatewayv1.HTTPRoute{}, nil
+	case "cert-manager.io/v1 Certificate":
+		return &certificate{}, nil
 	}
 	return nil, fmt.Errorf("%s %s is no kind this check knows", apiVersion, kind)
 }
@@ -490,6 +493,14 @@ func TestAPIKeyPrincipalAndScopes(t *testing.T) {
 	if !found {
 		t.Fatalf("no Secret holds the line %q", want)
 	}
+	m = render(t, "1.30.0", "--set", "auth.apiKeys[0].tenant=acme", "--set", "auth.apiKeys[0].cert=dashboard-1")
+	found = false
+	for _, s := range all[*corev1.Secret](m) {
+		found = found || strings.Contains(s.StringData["api-keys"], "acme cert:dashboard-1\n")
+	}
+	if !found {
+		t.Fatal("no Secret holds the cert: line")
+	}
 	refused(t, "1.30.0", `scope "delete:x"`, append(key, "--set", "auth.apiKeys[0].scopes={delete:x}")...)
 	refused(t, "1.30.0", "principal must be", append(key, "--set", "auth.apiKeys[0].principal=a b")...)
 }
@@ -524,4 +535,54 @@ func TestAdminPort(t *testing.T) {
 			t.Errorf("%v: the Service has no port for %s", c.args, c.port)
 		}
 	}
+}
+
+// certificate is the part of a cert-manager Certificate the chart renders
+// (cert-manager's Go types are not a dependency of this check).
+type certificate struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		SecretName string            `json:"secretName"`
+		IssuerRef  map[string]string `json:"issuerRef"`
+		DNSNames   []string          `json:"dnsNames"`
+	} `json:"spec"`
+}
+
+// serverTLS: an existing Secret or a cert-manager Certificate mounted and
+// named to the binary; the probes stay on the plain admin port, or switch
+// to HTTPS without it; enabled without a source is refused.
+func TestServerTLS(t *testing.T) {
+	m := render(t, "1.30.0", append(slicesOf(external), "--set", "serverTLS.enabled=true", "--set", "serverTLS.existingSecret=gw-tls",
+		"--set", "serverTLS.clientCA.existingSecret=clients-ca")...)
+	c := container(t, m)
+	for k, want := range map[string]string{"AEP_TLS_CERT_FILE": "/etc/aep-gateway/tls/tls.crt", "AEP_TLS_KEY_FILE": "/etc/aep-gateway/tls/tls.key",
+		"AEP_TLS_CLIENT_CA": "/etc/aep-gateway/tls-client-ca/ca.crt"} {
+		if e, _ := env(c, k); e.Value != want {
+			t.Errorf("%s %q, want %q", k, e.Value, want)
+		}
+	}
+	secrets := map[string]bool{}
+	for _, v := range one[*appsv1.Deployment](t, m).Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Secret.SecretName] = true
+		}
+	}
+	if !secrets["gw-tls"] || !secrets["clients-ca"] {
+		t.Errorf("volumes from Secrets %v, want gw-tls and clients-ca", secrets)
+	}
+	if c.ReadinessProbe.HTTPGet.Scheme == corev1.URISchemeHTTPS {
+		t.Error("the probes on the admin port are plain HTTP")
+	}
+	m = render(t, "1.30.0", append(slicesOf(external), "--set", "serverTLS.enabled=true", "--set", "serverTLS.certManager.issuerRef.name=le",
+		"--set", "serverTLS.certManager.issuerRef.kind=ClusterIssuer", "--set", "service.adminPort=0")...)
+	cert := one[*certificate](t, m)
+	if cert.Spec.IssuerRef["name"] != "le" || cert.Spec.SecretName == "" || len(cert.Spec.DNSNames) < 2 {
+		t.Errorf("Certificate %+v", cert.Spec)
+	}
+	if p := container(t, m).ReadinessProbe.HTTPGet; p.Scheme != corev1.URISchemeHTTPS || p.Port.String() != "http" {
+		t.Errorf("readiness probe %+v, want HTTPS on the http port", p)
+	}
+	refused(t, "1.30.0", "serverTLS.enabled needs", append(slicesOf(external), "--set", "serverTLS.enabled=true")...)
 }

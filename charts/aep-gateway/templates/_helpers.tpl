@@ -205,11 +205,18 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.parentRefs is required with httpRoute.enabled (the Gateway to attach to)" }}
 {{- end }}
+{{- if and .Values.serverTLS.enabled (not .Values.serverTLS.existingSecret) (not .Values.serverTLS.certManager.issuerRef.name) }}
+{{- fail "serverTLS.enabled needs serverTLS.existingSecret (a kubernetes.io/tls Secret) or serverTLS.certManager.issuerRef.name" }}
+{{- end }}
 {{- range .Values.auth.apiKeys }}
 {{- if not (regexMatch "^[A-Za-z0-9][A-Za-z0-9._-]*$" (toString .tenant)) }}
 {{- fail (printf "auth.apiKeys: tenant %q must be letters, digits, '.', '_' or '-'" (toString .tenant)) }}
 {{- end }}
-{{- if not (regexMatch "^[0-9a-fA-F]{64}$" (toString .sha256)) }}
+{{- if .cert }}
+{{- if not (regexMatch "^[!-~]{1,256}$" (toString .cert)) }}
+{{- fail (printf "auth.apiKeys: tenant %s: cert (a client certificate's subject CN) must be 1 to 256 printable ASCII characters without spaces" (toString .tenant)) }}
+{{- end }}
+{{- else if not (regexMatch "^[0-9a-fA-F]{64}$" (toString .sha256)) }}
 {{- fail (printf "auth.apiKeys: tenant %s: sha256 must be 64 hex characters (printf %%s \"$KEY\" | sha256sum)" (toString .tenant)) }}
 {{- end }}
 {{- if and .principal (not (regexMatch "^[!-~]{1,256}$" (toString .principal))) }}
@@ -245,4 +252,14 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{/* The container port the probes and the ServiceMonitor use: admin when service.adminPort is set. */}}
 {{- define "aep-gateway.adminPortName" -}}
 {{- if gt (int .Values.service.adminPort) 0 }}admin{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The Secret of the gateway's own TLS pair. */}}
+{{- define "aep-gateway.serverTLSSecret" -}}
+{{- default (printf "%s-tls" (include "aep-gateway.fullname" .)) .Values.serverTLS.existingSecret }}
+{{- end }}
+
+{{/* Set when the probes reach the TLS listener (no admin port). */}}
+{{- define "aep-gateway.probeHTTPS" -}}
+{{- if and .Values.serverTLS.enabled (eq (int .Values.service.adminPort) 0) }}true{{ end }}
 {{- end }}
