@@ -108,40 +108,51 @@ func (rd *readiness) stop() {
 }
 
 func (rd *readiness) handle(w http.ResponseWriter, _ *http.Request) {
+	status, body := rd.state()
+	writeJSON(w, status, body)
+}
+
+// handleBrief is /readyz for the public listener when an admin one serves
+// the detailed answer: the same status code and status word, without the
+// details (the broker's address and errors, topic names). Load balancers
+// probing the serving port and the console's health badge still read it.
+func (rd *readiness) handleBrief(w http.ResponseWriter, _ *http.Request) {
+	status, body := rd.state()
+	writeJSON(w, status, map[string]any{"status": body["status"]})
+}
+
+// state is the node's readiness: the status code and the answer's body.
+func (rd *readiness) state() (int, map[string]any) {
 	switch {
 	case rd.draining.Load():
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return http.StatusServiceUnavailable, map[string]any{"status": "draining"}
 	case !rd.ok.Load():
 		msg, _ := rd.lastErr.Load().(string)
 		if msg == "" {
 			msg = "broker not probed yet"
 		}
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "kafka": msg})
-	default:
-		for _, c := range rd.checks {
-			if err := c.Err(); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", c.Name: err.Error()})
-				return
-			}
-		}
-		for _, pr := range rd.topics {
-			if err := pr.LastError(); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "provisioning": err.Error()})
-				return
-			}
-		}
-		var warnings []string
-		for _, pr := range rd.topics {
-			if tw, ok := pr.(TopicWarner); ok {
-				warnings = append(warnings, tw.Warnings()...)
-			}
-		}
-		if len(warnings) > 0 {
-			writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "topic_warnings": warnings})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "kafka": msg}
 	}
+	for _, c := range rd.checks {
+		if err := c.Err(); err != nil {
+			return http.StatusServiceUnavailable, map[string]any{"status": "unavailable", c.Name: err.Error()}
+		}
+	}
+	for _, pr := range rd.topics {
+		if err := pr.LastError(); err != nil {
+			return http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "provisioning": err.Error()}
+		}
+	}
+	var warnings []string
+	for _, pr := range rd.topics {
+		if tw, ok := pr.(TopicWarner); ok {
+			warnings = append(warnings, tw.Warnings()...)
+		}
+	}
+	if len(warnings) > 0 {
+		return http.StatusOK, map[string]any{"status": "ready", "topic_warnings": warnings}
+	}
+	return http.StatusOK, map[string]any{"status": "ready"}
 }
 
 // TopicWarner is a ProvisioningReporter that also knows differences of

@@ -80,10 +80,11 @@ type Config struct {
 	// MaxMetricsScrapes bounds the /metrics scrapes served at once; past
 	// it 503. Zero means DefaultMaxMetricsScrapes (32).
 	MaxMetricsScrapes int
-	// SeparateAdmin moves /metrics and /readyz off the public handler
-	// (Handler) to AdminHandler, served on an admin listener of its own
-	// (--admin-listen): what they show (tenant names, subscription ids,
-	// the broker's address) then never reaches the public side.
+	// SeparateAdmin moves /metrics and /readyz's details off the public
+	// handler (Handler) to AdminHandler, served on an admin listener of its
+	// own (--admin-listen): what they show (tenant names, subscription
+	// ids, the broker's address) then never reaches the public side, whose
+	// /readyz answers the status alone.
 	SeparateAdmin bool
 }
 
@@ -184,6 +185,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/healthz", handleHealthz)
 	if !s.cfg.SeparateAdmin {
 		s.adminRoutes(r)
+	} else {
+		r.Get("/readyz", s.ready.handleBrief)
 	}
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)

@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// With --admin-listen, /metrics and /readyz (tenant names, subscription
-// ids, the broker's address) leave the public listener for the admin one,
-// which also serves Go's profiler; /healthz answers on both (issue 24).
+// With --admin-listen, /metrics and /readyz's details (tenant names,
+// subscription ids, the broker's address) leave the public listener for
+// the admin one, which also serves Go's profiler; the public /readyz
+// answers the status alone, /healthz answers on both (issue 24).
 func TestAdminListenerKeepsOperatorRoutesOffThePublicOne(t *testing.T) {
 	dir := t.TempDir()
 	g := startGateway(t, "--data-dir", filepath.Join(dir, "data"), "--embedded-kafka-listen", "127.0.0.1:0",
@@ -28,7 +29,7 @@ func TestAdminListenerKeepsOperatorRoutesOffThePublicOne(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, string(b)
 	}
-	for _, p := range []string{"/metrics", "/readyz", "/debug/pprof/"} {
+	for _, p := range []string{"/metrics", "/debug/pprof/"} {
 		if st, _ := get(g.URL, p); st == http.StatusOK {
 			t.Errorf("public %s: %d, want it gone", p, st)
 		}
@@ -36,8 +37,11 @@ func TestAdminListenerKeepsOperatorRoutesOffThePublicOne(t *testing.T) {
 	if st, body := get(g.AdminURL, "/metrics"); st != http.StatusOK || !strings.Contains(body, "aep_connections_open") {
 		t.Errorf("admin /metrics: %d", st)
 	}
-	if st, body := get(g.AdminURL, "/readyz"); st != http.StatusOK {
+	if st, body := get(g.AdminURL, "/readyz"); st != http.StatusOK || !strings.Contains(body, `"status":"ready"`) {
 		t.Errorf("admin /readyz: %d %s", st, body)
+	}
+	if st, body := get(g.URL, "/readyz"); st != http.StatusOK || strings.TrimSpace(body) != `{"status":"ready"}` {
+		t.Errorf("public /readyz: %d %s, want the status alone", st, body)
 	}
 	if st, body := get(g.AdminURL, "/debug/pprof/"); st != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Errorf("admin pprof: %d", st)

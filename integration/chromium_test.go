@@ -80,8 +80,9 @@ type browser struct {
 // startBrowser starts Chromium headless with the flags this kind of
 // machine needs (no sandbox as root, no GPU, no QUIC, no background or
 // update traffic to a closed network, a fresh profile) and a 1280x900
-// window. Every action of the test must be done within timeout.
-func startBrowser(t *testing.T, timeout time.Duration) *browser {
+// window. Every action of the test must be done within timeout; extra
+// are more flags.
+func startBrowser(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	exe := chromiumPath(t)
 	b := &browser{t: t, deadline: time.Now().Add(timeout)}
@@ -94,6 +95,7 @@ func startBrowser(t *testing.T, timeout time.Duration) *browser {
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithListener(b.listen))
 	b.ctx = ctx

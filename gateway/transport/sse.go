@@ -175,12 +175,24 @@ func ServeSSE[T any](w http.ResponseWriter, r *http.Request, cfg SSEConfig, src 
 	// or a stream that was idle longer than WriteTimeout is cut off
 	// instead of ended.
 	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout)) }()
+	// HTTP/2 resets a stream when its write deadline passes, written to
+	// or not (HTTP/1.1's only fails a write under way): there the deadline
+	// is lifted after each write, or an idle stream would be cut off
+	// WriteTimeout after its last event (a browser's EventSource then sees
+	// ERR_HTTP2_PROTOCOL_ERROR).
+	h2 := r.ProtoMajor >= 2
 	writeOnce := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(writeDeadline(src, cfg.WriteTimeout)) // unsupported: no deadline
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
-		return rc.Flush() == nil
+		if rc.Flush() != nil {
+			return false
+		}
+		if h2 {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+		return true
 	}
 	write := func(b []byte) bool { return writeLeased(src, b, writeOnce) }
 	buf := append(append([]byte(nil), cfg.Preamble...), ": stream open\n\n"...)

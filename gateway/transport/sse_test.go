@@ -182,3 +182,55 @@ func TestServeSSEWritesNothingPastTheSourceDeadline(t *testing.T) {
 		hs.Close()
 	}
 }
+
+// Over HTTP/2 a stream's write deadline resets the stream when it passes,
+// written to or not: an SSE stream idle for longer than its WriteTimeout
+// must still be open, deliver what comes next, and end cleanly (before the
+// deadline was lifted after each write, Chromium's EventSource got
+// ERR_HTTP2_PROTOCOL_ERROR WriteTimeout after the last event).
+func TestServeSSEOverHTTP2OutlivesItsWriteTimeoutWhileIdle(t *testing.T) {
+	ch := queue.New[string](4)
+	shutdown := make(chan struct{})
+	cfg := transport.SSEConfig{Heartbeat: time.Hour, WriteTimeout: 30 * time.Millisecond, Shutdown: shutdown,
+		OnShutdown: func(b []byte) []byte { return append(b, ": closing\n\n"...) }}
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.StartSSE(w)
+		_ = transport.ServeSSE(w, r, cfg, ch, func(b []byte, s string) ([]byte, error) { return append(b, "data: "+s+"\n\n"...), nil }, nil)
+	}))
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	t.Cleanup(hs.Close)
+	resp, err := hs.Client().Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/%d, want 2", resp.ProtoMajor)
+	}
+	br := bufio.NewReader(resp.Body)
+	line := func() string {
+		s, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream broken: %v (after %q)", err, s)
+		}
+		return s
+	}
+	if l := line(); l != ": stream open\n" {
+		t.Fatalf("first line %q", l)
+	}
+	line()
+	time.Sleep(200 * time.Millisecond) // idle for several write timeouts
+	if err := ch.Push(context.Background(), "after the idle"); err != nil {
+		t.Fatal(err)
+	}
+	if l := line(); l != "data: after the idle\n" {
+		t.Fatalf("after the idle: %q", l)
+	}
+	line()
+	time.Sleep(200 * time.Millisecond)
+	close(shutdown)
+	if l := line(); l != ": closing\n" {
+		t.Fatalf("last words %q", l)
+	}
+}
