@@ -43,15 +43,16 @@ type config struct {
 	AllowUnauthenticated bool
 	Console              bool
 
-	KafkaBrokers       string
-	KafkaTLS           bool
-	KafkaTLSCA         string
-	KafkaTLSCert       string
-	KafkaTLSKey        string
-	KafkaTLSServerName string
-	KafkaSASLMechanism string
-	KafkaSASLUser      string
-	KafkaSASLPassword  string
+	KafkaBrokers          string
+	KafkaTLS              bool
+	KafkaTLSCA            string
+	KafkaTLSCert          string
+	KafkaTLSKey           string
+	KafkaTLSServerName    string
+	KafkaSASLMechanism    string
+	KafkaSASLUser         string
+	KafkaSASLPassword     string
+	KafkaSASLPasswordFile string
 
 	DataDir             string
 	EmbeddedKafkaListen string
@@ -176,7 +177,8 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.KafkaTLSServerName, "kafka-tls-server-name", "", "override the TLS server name checked against broker certificates")
 	fs.String(&c.KafkaSASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)")
 	fs.String(&c.KafkaSASLUser, "kafka-sasl-user", "", "SASL user name")
-	fs.String(&c.KafkaSASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable)")
+	fs.String(&c.KafkaSASLPassword, "kafka-sasl-password", "", "SASL password (prefer the environment variable, or --kafka-sasl-password-file)")
+	fs.String(&c.KafkaSASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password, read again at each authentication: a rotated password takes effect on the next connection without a restart")
 
 	fs.String(&c.DataDir, "data-dir", "./data", "directory of the embedded broker's data")
 	fs.String(&c.EmbeddedKafkaListen, "embedded-kafka-listen", "127.0.0.1:19092", "Kafka listen address of the embedded broker (loopback host; port 0 picks a free one)")

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
-	"fmt"
 	"strings"
 	"time"
 
@@ -29,14 +29,24 @@ func kafkaOpts(c config, seeds []string, log zerolog.Logger) ([]kgo.Opt, error) 
 		}
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
-	switch strings.ToUpper(c.KafkaSASLMechanism) {
-	case "":
+	mech := strings.ToUpper(c.KafkaSASLMechanism)
+	if mech == "" {
+		return opts, nil
+	}
+	pw, err := saslPassword(c)
+	if err != nil {
+		return nil, err
+	}
+	switch mech {
 	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsMechanism()))
+		opts = append(opts, kgo.SASL(plain.Plain(func(context.Context) (plain.Auth, error) {
+			p, err := pw()
+			return plain.Auth{User: c.KafkaSASLUser, Pass: p}, err
+		})))
 	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Sha256(scramAuth(c.KafkaSASLUser, pw))))
 	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Sha512(scramAuth(c.KafkaSASLUser, pw))))
 	}
 	return opts, nil
 }
@@ -67,19 +77,8 @@ func (l errorKey) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 
 func tlsConfig(c config) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
-	if c.KafkaTLSCA != "" {
-		pool, err := loadCertPool("--kafka-tls-ca", c.KafkaTLSCA)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
-	}
-	if c.KafkaTLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.KafkaTLSCert, c.KafkaTLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	if err := kafkaTLSFiles(c, tc); err != nil {
+		return nil, err
 	}
 	return tc, nil
 }

@@ -586,3 +586,24 @@ func TestServerTLS(t *testing.T) {
 	}
 	refused(t, "1.30.0", "serverTLS.enabled needs", append(slicesOf(external), "--set", "serverTLS.enabled=true")...)
 }
+
+// The SASL password reaches the gateway as a mounted file, read again at
+// each connection (--kafka-sasl-password-file), not as an environment
+// variable a rotation cannot change.
+func TestSASLPasswordIsAFile(t *testing.T) {
+	m := render(t, "1.30.0", cases(t)["ci/external-values.yaml"]...)
+	c := container(t, m)
+	if e, ok := env(c, "AEP_KAFKA_SASL_PASSWORD"); ok {
+		t.Errorf("the password is in the environment: %+v", e)
+	}
+	if e, _ := env(c, "AEP_KAFKA_SASL_PASSWORD_FILE"); e.Value != "/etc/aep-gateway/kafka-sasl/password" {
+		t.Errorf("AEP_KAFKA_SASL_PASSWORD_FILE %q", e.Value)
+	}
+	mounted := false
+	for _, v := range one[*appsv1.Deployment](t, m).Spec.Template.Spec.Volumes {
+		mounted = mounted || v.Name == "kafka-sasl" && v.Secret != nil && v.Secret.SecretName == "kafka-sasl"
+	}
+	if !mounted {
+		t.Error("the SASL Secret is not a volume")
+	}
+}
