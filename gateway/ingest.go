@@ -116,6 +116,9 @@ type outcome struct {
 	duplicate bool // already in the log (idempotency window): not written again
 	sameAs    int  // 1 + index in outs of an earlier copy of this event in the request (0: none)
 	claimed   bool // this request holds the event's identity in the window
+	// eventPrincipal is the principal of the event's verified bearer
+	// authorization (its aep-event-principal header), or nil.
+	eventPrincipal []byte
 }
 
 // writes reports whether the event is to be written: valid, not already
@@ -377,7 +380,7 @@ func firstWriteErr(outs []outcome) error {
 // per event. Values alias the frames' bytes when owned, else are copied
 // into one array.
 func (in *ingestor) records(topic string, pub publisher, outs []outcome, owned bool, rb *recBufs) ([]*kgo.Record, []int) {
-	const hdrsPerEvent = 12 + publisherHeaders
+	const hdrsPerEvent = 12 + publisherHeaders + 1 // and aep-event-principal
 	size, hsize := 0, 0
 	for i := range outs {
 		if outs[i].writes() {
@@ -424,6 +427,9 @@ func (in *ingestor) records(topic string, pub publisher, outs []outcome, owned b
 		h := hdrs[len(recs)*hdrsPerEvent : len(recs)*hdrsPerEvent : (len(recs)+1)*hdrsPerEvent]
 		r.Headers, hvals = partitioning.AppendHeadersTo(h, hvals, &o.attrs)
 		r.Headers = pub.appendHeaders(r.Headers)
+		if len(o.eventPrincipal) > 0 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: partitioning.HeaderEventPrincipal, Value: o.eventPrincipal})
+		}
 		recs = append(recs, r)
 		idx = append(idx, i)
 	}

@@ -92,7 +92,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 	bufs.frames = frames
 	outs, _ := s.ingest.validate(d, frames, bufs.outs)
 	t, _ := tenant.FromContext(r.Context())
-	checkPublisher(d, t, outs)
+	checkPublisher(d, t, s.verifyToken(), outs)
 	bufs.outs = outs
 	resp := dIngestResponse{Errors: []dEventError{}, Positions: make([]dPosition, 0, len(outs))}
 	valid := 0

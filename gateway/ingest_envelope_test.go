@@ -83,7 +83,7 @@ func BenchmarkPublisherCheck(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				outs[0].parseErr = nil
-				if checkPublisher(aep.DialectD, c.t, outs) != 0 {
+				if checkPublisher(aep.DialectD, c.t, nil, outs) != 0 {
 					b.Fatal(outs[0].parseErr)
 				}
 			}

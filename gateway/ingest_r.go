@@ -99,7 +99,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, _ := tenant.FromContext(r.Context())
-	if checkPublisher(d, t, outs) > 0 {
+	if checkPublisher(d, t, s.verifyToken(), outs) > 0 {
 		// AEP-0003's batch rule: one event refused refuses the batch,
 		// nothing is written. 403: the credential is valid, the act not.
 		s.writeUnauthorizedR(w, outs)

@@ -57,7 +57,7 @@ func (s *Server) Ingest(ctx context.Context, t tenant.Tenant, d aep.Dialect, eve
 		}
 	}
 	outs, _ := s.ingest.validate(d, frames, nil)
-	checkPublisher(d, t, outs)
+	checkPublisher(d, t, s.verifyToken(), outs)
 	valid := 0
 	for i := range outs {
 		if outs[i].parseErr == nil {

@@ -100,3 +100,77 @@ func TestIngestRPrincipalScopes(t *testing.T) {
 		t.Fatalf("own agent: %d %s", r.status, r.body)
 	}
 }
+
+// An event-level bearer authorization is verified as the Authorization
+// header would be (issue 24): a token of the same tenant whose principal
+// may publish the event is accepted, the member cut from the stored bytes
+// (escaped spellings too) and its principal named in aep-event-principal;
+// an unknown token, another tenant's, or one whose scopes refuse the
+// event is refused unauthorized, nothing written.
+func TestIngestDEventBearerAuthorization(t *testing.T) {
+	ks, err := ParseKeyStore(strings.NewReader(
+		"acme sha256:" + sha256hex("k-gw") + " principal=relay\n" +
+			"acme sha256:" + sha256hex("k-agent") + " principal=agent-r scopes=emit:agent:researcher,write:tool\n" +
+			"acme sha256:" + sha256hex("k-other") + " principal=other scopes=emit:agent:other\n" +
+			"globex sha256:" + sha256hex("k-globex") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGateway(t, func(c *Config) { c.Keys = ks })
+	with := func(i int, member string) string {
+		return strings.Replace(dEvent(i, "s"), `"aep_version":"0.1",`, `"aep_version":"0.1",`+member+`,`, 1)
+	}
+	events := []string{
+		with(0, `"authorization":{"scheme":"Bearer","token":"k-agent"}`),
+		with(1, `"authoriz\u0061tion":{"scheme":"bearer","token":"k-agent"}`),
+		with(2, `"authorization":{"scheme":"bearer","token":"k-unknown"}`),
+		with(3, `"authorization":{"scheme":"bearer","token":"k-globex"}`),
+		with(4, `"authorization":{"scheme":"bearer","token":"k-other"}`),
+	}
+	resp := g.post("/aep/events", "application/x-ndjson", map[string]string{"Authorization": "Bearer k-gw"}, []byte(strings.Join(events, "\n")+"\n"))
+	var out dIngestResponse
+	if err := json.Unmarshal(resp.body, &out); err != nil || resp.status != http.StatusAccepted {
+		t.Fatalf("%d %s", resp.status, resp.body)
+	}
+	if out.Accepted != 2 || len(out.Errors) != 3 {
+		t.Fatalf("accepted %d, errors %+v: want events 0 and 1 in", out.Accepted, out.Errors)
+	}
+	for _, e := range out.Errors {
+		if e.Error.Code != "unauthorized" || e.EventIndex < 2 {
+			t.Errorf("event %d: %+v", e.EventIndex, e.Error)
+		}
+	}
+	for _, r := range g.readAll("aep.acme.events", 2) {
+		if strings.Contains(string(r.Value), "k-agent") || strings.Contains(string(r.Value), "authoriz") {
+			t.Errorf("the token reached the log: %s", r.Value)
+		}
+		var ev map[string]any
+		if err := json.Unmarshal(r.Value, &ev); err != nil || ev["source"] != "agent:researcher" {
+			t.Errorf("the stored event is not the event without its authorization: %s (%v)", r.Value, err)
+		}
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		if h[partitioning.HeaderEventPrincipal] != "agent-r" || h[partitioning.HeaderPrincipal] != "relay" {
+			t.Errorf("headers %v: want aep-event-principal agent-r, aep-principal relay", h)
+		}
+	}
+}
+
+// cutMember removes every top-level member of the name, whatever its
+// place and spelling, and leaves a valid object.
+func TestCutMember(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1,"authorization":{"x":[1,2]},"b":2}`:        `{"a":1,"b":2}`,
+		`{"authorization":null}`:                           `{}`,
+		`{"a":1,"authorization":"t"}`:                      `{"a":1}`,
+		` {"authorization":"t" , "a":{"authorization":1}}`: ` {"a":{"authorization":1}}`,
+		`{"authorization":1,"authoriz\u0061tion":2,"c":3}`: `{"c":3}`,
+	} {
+		got, ok := cutMember([]byte(in), "authorization")
+		if !ok || string(got) != want || !json.Valid(got) {
+			t.Errorf("cutMember(%s) = %s %v, want %s", in, got, ok, want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
+	"github.com/aep-gateway/aep-gateway/gateway/principal"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -227,6 +228,19 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) auth() Authenticator {
 	return Authenticator{Keys: s.cfg.Keys, JWT: s.cfg.JWT, Log: s.cfg.Logger}
+}
+
+// verifyToken verifies event-level bearer tokens with the transport's
+// credentials; nil in development mode.
+func (s *Server) verifyToken() tokenVerifier {
+	a := s.auth()
+	if a.Dev() {
+		return nil
+	}
+	return func(tok string) (string, *principal.Principal, error) {
+		t, _, p, err := a.resolve(tok)
+		return t, p, err
+	}
 }
 
 // adminRoutes mounts the operators' routes on r.

@@ -38,6 +38,10 @@ const (
 	HeaderPrincipal = "aep-principal"
 	HeaderAuth      = "aep-auth"
 	HeaderVia       = "aep-via"
+	// HeaderEventPrincipal names the principal of an event's verified
+	// event-level bearer authorization (dialect D), whose member the
+	// gateway removed from the stored bytes.
+	HeaderEventPrincipal = "aep-event-principal"
 	// HeaderExtPrefix prefixes a dialect R extension attribute; its value is
 	// the attribute's raw JSON.
 	HeaderExtPrefix = "aep-x-"
