@@ -29,7 +29,12 @@ import (
 //     WebSocket, and nothing of it is in the log (no token either);
 //   - the dashboard subscribing to memory.* is refused on D SSE (403), the
 //     D WebSocket (subscription.rejected) and as a durable subscription;
-//   - the dashboard's dialect R stream shows only progress.* events;
+//   - a durable subscription another principal made for memory.* is
+//     neither listed to the dashboard nor readable by it;
+//   - the dashboard's dialect R streams (SSE and WebSocket) show only
+//     progress.* events; its AEP-0004 command (no control scope) is
+//     refused unauthorized; the agent's R WebSocket event as another agent
+//     is refused;
 //   - every record names its publisher (aep-principal, aep-auth, aep-via).
 func TestPrincipalsThroughTheBinary(t *testing.T) {
 	dir := t.TempDir()
@@ -122,6 +127,24 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 	if res, err := g.post(ctx, "/aep/subscriptions", "application/json", bearer("k-dash"), `{"types":["memory.*"]}`); err != nil || res.status != http.StatusForbidden {
 		t.Errorf("dashboard durable memory.*: %v %d %s", err, res.status, res.body)
 	}
+	// A durable subscription the admin made for memory.* is neither listed
+	// to the dashboard nor read by it; its own task.* one is.
+	var created struct {
+		ID string `json:"subscription_id"`
+	}
+	res, err = g.post(ctx, "/aep/subscriptions", "application/json", bearer("k-admin"), `{"types":["memory.*"]}`)
+	if err != nil || res.status != http.StatusCreated || json.Unmarshal(res.body, &created) != nil || created.ID == "" {
+		t.Fatalf("admin durable memory.*: %v %d %s", err, res.status, res.body)
+	}
+	if res, err := g.post(ctx, "/aep/subscriptions", "application/json", bearer("k-dash"), `{"types":["task.*"]}`); err != nil || res.status != http.StatusCreated {
+		t.Fatalf("dashboard durable task.*: %v %d %s", err, res.status, res.body)
+	}
+	if st, body := getWith(t, g.URL+"/aep/subscriptions", "k-dash"); st != http.StatusOK || strings.Contains(body, created.ID) || !strings.Contains(body, `"task.*"`) {
+		t.Errorf("the dashboard's list: %d %s", st, body)
+	}
+	if st, body := getWith(t, g.URL+"/aep/subscriptions/"+created.ID, "k-dash"); st != http.StatusForbidden {
+		t.Errorf("the dashboard reading the admin's memory.* subscription: %d %s", st, body)
+	}
 
 	// Dialect R: the agent's batch naming another agent is refused whole;
 	// the dashboard's stream shows only progress.* of what the admin posts.
@@ -157,8 +180,38 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 	}
 	stream.Body.Close()
 
-	// The log: the two D events of agent-a and the admin's six R events,
-	// each naming its publisher; none of the refused events, nor a token.
+	// Dialect R over the WebSocket: the agent's event as another agent is
+	// refused, its own accepted; the dashboard's subscription is narrowed;
+	// its command (no control scope) refused.
+	socket := "ws" + strings.TrimPrefix(g.URL, "http") + "/socket"
+	emitterHello := `{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"claude-code"}}`
+	em := gatewaytest.DialWSR(t, socket, emitterHello, gatewaytest.WSOptions{Header: http.Header{"Authorization": {"Bearer k-agent"}}})
+	em.Send(strings.Replace(rEvent("s_rw", 0), `"agent":"claude-code"`, `"agent":"codex"`, 1))
+	if f := em.Next(); f.Str("type") != "error" || f.Str("code") != "unauthorized" {
+		t.Fatalf("R WebSocket event as codex: %v", f)
+	}
+	dashWS := gatewaytest.DialWSR(t, socket, gatewaytest.RConsumerHello, gatewaytest.WSOptions{Header: http.Header{"Authorization": {"Bearer k-dash"}}})
+	dashWS.Subscribe("sub-rw", `"filter":{"session":"s_rw"}`)
+	for seq := range 4 {
+		ev := rEvent("s_rw", seq)
+		if seq%2 == 1 {
+			ev = strings.Replace(ev, `"type":"tool.requested"`, `"type":"progress.updated"`, 1)
+		}
+		em.Send(ev) // accepted events get no answer
+	}
+	for i := range 2 {
+		if f := dashWS.Next(); f.Str("type") != "progress.updated" {
+			t.Fatalf("dashboard R WebSocket frame %d: %v, want only progress.updated", i, f)
+		}
+	}
+	dashWS.Send(`{"aep":"0.1","id":"c-dash","type":"control.cancel","time":"2026-07-03T10:14:00.000Z","source":"aep://ops/agent/dash","agent":"dash","session":"s_rw","run":"r1","data":{"scope":"run"}}`)
+	if f := dashWS.Next(); f.Str("type") != "error" || f.Str("code") != "unauthorized" || f.Str("cause") != "c-dash" {
+		t.Fatalf("the dashboard's command: %v", f)
+	}
+
+	// The log: the two D events of agent-a, the admin's six R events and
+	// agent-a's four over the R WebSocket, each naming its publisher; none
+	// of the refused events, nor a token.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(g.KafkaAddr), kgo.ConsumeTopics(partitioning.Naming{}.Events("acme")),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -166,13 +219,13 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 	}
 	defer cl.Close()
 	var recs []*kgo.Record
-	for len(recs) < 8 && ctx.Err() == nil {
+	for len(recs) < 12 && ctx.Err() == nil {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 		recs = append(recs, cl.PollFetches(pctx).Records()...)
 		pcancel()
 	}
-	if len(recs) != 8 {
-		t.Fatalf("%d records in the log, want 8", len(recs))
+	if len(recs) != 12 {
+		t.Fatalf("%d records in the log, want 12", len(recs))
 	}
 	for _, r := range recs {
 		h := map[string]string{}
@@ -190,8 +243,10 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 			if strings.Contains(v, `"evt_s_p_0010"`) {
 				want[partitioning.HeaderVia] = "ws"
 			}
-		default:
-			if !strings.HasPrefix(h[partitioning.HeaderPrincipal], "key:") {
+		case "R":
+			if h[partitioning.HeaderSession] == "s_rw" {
+				want[partitioning.HeaderPrincipal], want[partitioning.HeaderVia] = "agent-a", "ws"
+			} else if !strings.HasPrefix(h[partitioning.HeaderPrincipal], "key:") {
 				t.Errorf("the admin key's record names %q, want key:<digest prefix>", h[partitioning.HeaderPrincipal])
 			}
 		}
@@ -215,4 +270,16 @@ func readBody(t *testing.T, r *http.Response) string {
 			return b.String()
 		}
 	}
+}
+
+// getWith GETs url with key and returns the status and body.
+func getWith(t *testing.T, url, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, readBody(t, resp)
 }

@@ -418,6 +418,16 @@ func (h *SubscriptionsHandler) find(w http.ResponseWriter, r *http.Request, id s
 	return def, true
 }
 
+// mayUse reports whether t's principal could have made def (its scopes
+// cover def's filter): the list shows a principal only those.
+func mayUse(t tenant.Tenant, def durable.SubscriptionDef) bool {
+	if !t.Principal().Restricted() {
+		return true
+	}
+	f, err := filtering.ParseD(def.Filter)
+	return err == nil && scopeRefusal(t, f) == ""
+}
+
 // defs is the request tenant's definitions (503 answered when they cannot
 // be read).
 func (h *SubscriptionsHandler) defs(w http.ResponseWriter, r *http.Request) (map[string]durable.SubscriptionDef, bool) {
@@ -455,8 +465,9 @@ func (h *SubscriptionsHandler) list(w http.ResponseWriter, r *http.Request) {
 		Subscriptions []subscriptionView `json:"subscriptions"`
 	}{Subscriptions: []subscriptionView{}}
 	now := time.Now()
+	tn := requestTenant(r)
 	for _, def := range defs {
-		if !def.Expired(now) {
+		if !def.Expired(now) && mayUse(tn, def) {
 			out.Subscriptions = append(out.Subscriptions, h.view(def))
 		}
 	}
