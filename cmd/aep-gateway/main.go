@@ -308,6 +308,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(dc, 0, log))
+	srv.Mount(aep.DialectD, "/aep/audit/events/*", dialectd.NewAuditHandler(dc, 0, log))
 
 	controlPolicy, _ := dialectr.ParseControlPolicy(cfg.ControlPolicy) // validated by parseConfig
 	// Dialect R streaming (AEP-0003 SSE and WebSocket) with exact resume

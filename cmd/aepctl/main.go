@@ -42,6 +42,7 @@ Usage:
   aepctl ack|reject --subscription ID EVENT_ID...
                                             acknowledge or reject events of a durable subscription
   aepctl dead-letters [--limit N]           the newest dead letters of the tenant
+  aepctl audit EVENT_ID [--partition N]     an event's audit record: who published it, its deliveries
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdAck(ctx, args[0], args[1:], stdout, stderr)
 	case "dead-letters", "deadletters", "dlq":
 		err = cmdDeadLetters(ctx, args[1:], stdout, stderr)
+	case "audit":
+		err = cmdAudit(ctx, args[1:], stdout, stderr)
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":

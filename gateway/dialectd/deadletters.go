@@ -22,19 +22,27 @@ const DefaultDeadLetters = 20
 // request tenant's dead-letter topic, newest first, each the
 // event.dead_lettered envelope the durable stream wrote. Mount it behind
 // the gateway's authentication: the tenant comes from the request.
-type DeadLettersHandler struct {
+type DeadLettersHandler struct{ topicReader }
+
+// NewDeadLettersHandler returns the handler; timeout bounds the Kafka
+// work of one request (zero means 10 s).
+func NewDeadLettersHandler(e *durable.Cluster, timeout time.Duration, log zerolog.Logger) *DeadLettersHandler {
+	return &DeadLettersHandler{newTopicReader(e, timeout, 10*time.Second, log)}
+}
+
+// topicReader is what a handler reading a tenant's topics holds: the
+// cluster, the bound of one request's Kafka work, the log.
+type topicReader struct {
 	e       *durable.Cluster
 	timeout time.Duration
 	log     zerolog.Logger
 }
 
-// NewDeadLettersHandler returns the handler; timeout bounds the Kafka
-// work of one request (zero means 10 s).
-func NewDeadLettersHandler(e *durable.Cluster, timeout time.Duration, log zerolog.Logger) *DeadLettersHandler {
+func newTopicReader(e *durable.Cluster, timeout, def time.Duration, log zerolog.Logger) topicReader {
 	if timeout <= 0 {
-		timeout = 10 * time.Second
+		timeout = def
 	}
-	return &DeadLettersHandler{e: e, timeout: timeout, log: log}
+	return topicReader{e: e, timeout: timeout, log: log}
 }
 
 // deadLetterView is one entry of the answer.
