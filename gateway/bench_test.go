@@ -41,14 +41,39 @@ func benchBodyN(d aep.Dialect, n int) []byte {
 
 func benchIngest(b *testing.B, d aep.Dialect) { benchIngestN(b, d, benchBatch) }
 
-func benchIngestN(b *testing.B, d aep.Dialect, n int) {
+func benchIngestN(b *testing.B, d aep.Dialect, n int) { benchIngestAs(b, d, n, nil, "") }
+
+// BenchmarkIngestDPrincipal is BenchmarkIngestD with an API key: one
+// without scopes (tenant-wide) and one whose principal's emit: and write:
+// scopes every event is checked against (issue 24: enforcement must not be
+// measurable at the ingest ratios). Compare the two in one run.
+func BenchmarkIngestDPrincipal(b *testing.B) {
+	for _, c := range []struct{ name, opts string }{
+		{"tenant-wide", ""},
+		{"scoped", " principal=agent-r scopes=emit:agent:researcher,write:tool,subscribe:task.*"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ks, err := ParseKeyStore(strings.NewReader("default sha256:" + sha256hex("k-bench") + c.opts + "\n"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchIngestAs(b, aep.DialectD, benchBatch, ks, "k-bench")
+		})
+	}
+}
+
+func benchIngestAs(b *testing.B, d aep.Dialect, n int, keys *KeyStore, key string) {
 	// The same body every time: without the idempotency window, or every
 	// request after the first would be answered from it.
-	g := newTestGatewayTB(b, func(c *Config) { c.Dedup.Max = -1 })
+	g := newTestGatewayTB(b, func(c *Config) { c.Dedup.Max = -1; c.Keys = keys })
 	body := benchBodyN(d, n)
 	path, hdr := "/aep/events", map[string]string{}
+	if key != "" {
+		hdr["Authorization"] = "Bearer " + key
+	}
 	if d == aep.DialectR {
-		path, hdr = "/events", map[string]string{"AEP-Version": "0.1"}
+		path = "/events"
+		hdr["AEP-Version"] = "0.1"
 	}
 	client := &http.Client{}
 	b.SetBytes(int64(len(body)))
