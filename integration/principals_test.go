@@ -24,9 +24,11 @@ import (
 // an admin key of the same tenant has the tenant-wide default policy.
 //
 //   - the agent publishing as another source or agent, to a target outside
-//     its write: scopes, with an event-level authorization (any scheme) or
-//     another tenant_id is refused unauthorized on HTTP and the dialect D
-//     WebSocket, and nothing of it is in the log (no token either);
+//     its write: scopes, with an event-level authorization of an unknown
+//     scheme or an unverifiable bearer, or another tenant_id is refused
+//     unauthorized on HTTP and the dialect D WebSocket, and nothing of it is
+//     in the log (no token either); an event with a verified bearer lands
+//     without its token, on a stream and in the log;
 //   - the dashboard subscribing to memory.* is refused on D SSE (403), the
 //     D WebSocket (subscription.rejected) and as a durable subscription;
 //   - a durable subscription another principal made for memory.* is
@@ -93,6 +95,20 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 			t.Errorf("error %d: %+v, want event %d unauthorized", i, e, i+1)
 		}
 	}
+
+	// A verified event-level bearer (the agent's own key, over the admin's
+	// request): accepted, and its token reaches neither a stream nor the log.
+	adminSSE := gatewaytest.MustOpenSSE(t, g.URL+"/aep/events?types=task.*&session_id=s_bearer", gatewaytest.SSEOptions{Buffer: 8,
+		Header: http.Header{"Authorization": {"Bearer k-admin"}}})
+	withBearer := strings.Replace(asA(20, `"authorization":{"scheme":"bearer","token":"k-agent"}`), `"s_p"`, `"s_bearer"`, 1)
+	if res, err := g.post(ctx, "/aep/events", "application/json", bearer("k-admin"), withBearer); err != nil || res.status != http.StatusAccepted || strings.Contains(string(res.body), "unauthorized") {
+		t.Fatalf("a verified event-level bearer: %v %d %s", err, res.status, res.body)
+	}
+	got := adminSSE.Until("the bearer event", func(m gatewaytest.SSEMessage) bool { return m.Event == "task.progress" })
+	if last := got[len(got)-1].Data; strings.Contains(last, "k-agent") || strings.Contains(last, "authorization") {
+		t.Fatalf("the event-level token reached a stream: %s", last)
+	}
+	adminSSE.Close()
 
 	// D over the WebSocket: the agent's own event is acknowledged, one as
 	// agent:b rejected unauthorized.
@@ -209,9 +225,10 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 		t.Fatalf("the dashboard's command: %v", f)
 	}
 
-	// The log: the two D events of agent-a, the admin's six R events and
-	// agent-a's four over the R WebSocket, each naming its publisher; none
-	// of the refused events, nor a token.
+	// The log: the two D events of agent-a, the admin's event with agent-a's
+	// bearer, the admin's six R events and agent-a's four over the R
+	// WebSocket, each naming its publisher; none of the refused events, nor
+	// a token.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(g.KafkaAddr), kgo.ConsumeTopics(partitioning.Naming{}.Events("acme")),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -219,13 +236,13 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 	}
 	defer cl.Close()
 	var recs []*kgo.Record
-	for len(recs) < 12 && ctx.Err() == nil {
+	for len(recs) < 13 && ctx.Err() == nil {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 		recs = append(recs, cl.PollFetches(pctx).Records()...)
 		pcancel()
 	}
-	if len(recs) != 12 {
-		t.Fatalf("%d records in the log, want 12", len(recs))
+	if len(recs) != 13 {
+		t.Fatalf("%d records in the log, want 13", len(recs))
 	}
 	for _, r := range recs {
 		h := map[string]string{}
@@ -233,15 +250,19 @@ func TestPrincipalsThroughTheBinary(t *testing.T) {
 			h[x.Key] = string(x.Value)
 		}
 		v := string(r.Value)
-		if strings.Contains(v, "tok-") || strings.Contains(v, "org_other") || strings.Contains(v, "agent:b") || strings.Contains(v, "codex") {
+		if strings.Contains(v, "tok-") || strings.Contains(v, "k-agent") || strings.Contains(v, "org_other") || strings.Contains(v, "agent:b") || strings.Contains(v, "codex") {
 			t.Errorf("a refused event is in the log: %s", v)
 		}
 		want := map[string]string{partitioning.HeaderAuth: "api_key", partitioning.HeaderVia: "http"}
 		switch h[partitioning.HeaderDialect] {
 		case "D":
 			want[partitioning.HeaderPrincipal] = "agent-a"
-			if strings.Contains(v, `"evt_s_p_0010"`) {
+			switch {
+			case strings.Contains(v, `"evt_s_p_0010"`):
 				want[partitioning.HeaderVia] = "ws"
+			case strings.Contains(v, `"s_bearer"`):
+				delete(want, partitioning.HeaderPrincipal) // the admin key's
+				want[partitioning.HeaderEventPrincipal] = "agent-a"
 			}
 		case "R":
 			if h[partitioning.HeaderSession] == "s_rw" {
