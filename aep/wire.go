@@ -96,6 +96,7 @@ type DRedelivered struct {
 type DDeadLettered struct {
 	OriginalEventID string          `json:"original_event_id"`
 	SubscriptionID  string          `json:"subscription_id"`
+	Target          string          `json:"target,omitempty"` // the original event's target, when it had one (reliability.md)
 	Attempts        int             `json:"attempts"`
 	LastAttemptAt   string          `json:"last_attempt_at"`
 	LastError       DError          `json:"last_error"`

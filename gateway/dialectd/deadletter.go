@@ -22,7 +22,7 @@ func deadLettered(dl durable.DeadLetter) aep.DDeadLettered {
 		last = aep.DError{Code: aep.CodeDSubscriptionError, Message: fmt.Sprintf("not acknowledged after %d attempts", dl.Attempts)}
 	}
 	return aep.DDeadLettered{
-		OriginalEventID: dl.Event.Attrs.ID, SubscriptionID: dl.SubscriptionID, Attempts: dl.Attempts,
+		OriginalEventID: dl.Event.Attrs.ID, SubscriptionID: dl.SubscriptionID, Target: dl.Event.Attrs.Target, Attempts: dl.Attempts,
 		LastAttemptAt: dl.At.UTC().Format(time.RFC3339Nano), LastError: last, OriginalEvent: orig,
 	}
 }

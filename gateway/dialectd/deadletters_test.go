@@ -22,6 +22,7 @@ type deadLetters struct {
 			Payload struct {
 				OriginalEventID string                `json:"original_event_id"`
 				SubscriptionID  string                `json:"subscription_id"`
+				Target          *string               `json:"target"`
 				Attempts        int                   `json:"attempts"`
 				LastError       struct{ Code string } `json:"last_error"`
 				OriginalEvent   struct{ Type string } `json:"original_event"`
@@ -65,7 +66,9 @@ func TestDeadLettersEndpoint(t *testing.T) {
 	if code != http.StatusCreated || json.Unmarshal(b, &created) != nil {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	e.ingest(dEvent("evt_a", "task.updated", "s1"), dEvent("evt_b", "task.updated", "s1"), dEvent("evt_c", "task.updated", "s1"))
+	// evt_c names a target: reliability.md's dead-letter payload carries it
+	targeted := strings.Replace(dEvent("evt_c", "task.updated", "s1"), `"session_id"`, `"target":"agent:reviewer","session_id"`, 1)
+	e.ingest(dEvent("evt_a", "task.updated", "s1"), dEvent("evt_b", "task.updated", "s1"), targeted)
 	s := e.openPath("/aep/subscriptions/" + created.ID + "/stream")
 	defer s.Close()
 	for range 3 {
@@ -91,6 +94,9 @@ func TestDeadLettersEndpoint(t *testing.T) {
 		if d.Event.Type != "event.dead_lettered" || p.OriginalEventID != want || p.SubscriptionID != created.ID ||
 			p.LastError.Code != "task_error" || p.OriginalEvent.Type != "task.updated" || p.Attempts != 1 || d.Time.IsZero() {
 			t.Errorf("entry %d: want %s, got %+v", i, want, d)
+		}
+		if tg := p.Target; (want == "evt_c") != (tg != nil && *tg == "agent:reviewer") {
+			t.Errorf("entry %d (%s): target %v, want agent:reviewer on evt_c only", i, want, tg)
 		}
 	}
 	if one := e.deadLetters("/aep/dead-letters?limit=1"); len(one.DeadLetters) != 1 || one.DeadLetters[0].Event.Payload.OriginalEventID != "evt_c" || one.Limit != 1 {

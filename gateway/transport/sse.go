@@ -70,13 +70,15 @@ func CanStream(w http.ResponseWriter) bool {
 	return ok
 }
 
-// StartSSE sets the headers of an event stream: not cached, not buffered
-// by proxies (X-Accel-Buffering). ServeSSE writes them with the 200, on the
-// response or, for a parked stream, on the hijacked connection.
+// StartSSE sets the headers of an event stream: Cache-Control: no-cache,
+// as dialect D's transport-sse.md requires of a stream (and as the SSE
+// specification's examples send), not buffered by proxies
+// (X-Accel-Buffering). ServeSSE writes them with the 200, on the response
+// or, for a parked stream, on the hijacked connection.
 func StartSSE(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
+	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 }
 

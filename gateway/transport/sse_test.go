@@ -47,7 +47,8 @@ func get(t *testing.T, url string) *http.Response {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { resp.Body.Close() })
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Header.Get("X-Accel-Buffering") != "no" {
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Header.Get("X-Accel-Buffering") != "no" ||
+		resp.Header.Get("Cache-Control") != "no-cache" { // D transport-sse.md requires no-cache
 		t.Fatalf("headers %v", resp.Header)
 	}
 	return resp
