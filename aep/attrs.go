@@ -52,6 +52,9 @@ type Attrs struct {
 	Conversation string // D conversation_id
 	Task         string // D task_id
 	Target       string // D target
+	Correlation  string // D correlation_id
+	Causation    string // D causation_id
+	DeliveryMode string // D delivery.mode of an event relayed from an upstream hop
 	Topic        string // D topic
 
 	Agent   string // R agent

@@ -115,6 +115,9 @@ const (
 	oSeverity
 	oCapture
 	oCause
+	oCorrelation
+	oCausation
+	oDeliveryMode
 	oNone // not routed
 )
 
@@ -150,6 +153,12 @@ func (a *Attrs) setField(f outField, v string) {
 		a.Capture = v
 	case oCause:
 		a.Cause = v
+	case oCorrelation:
+		a.Correlation = v
+	case oCausation:
+		a.Causation = v
+	case oDeliveryMode:
+		a.DeliveryMode = v
 	}
 }
 

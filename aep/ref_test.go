@@ -126,6 +126,17 @@ func refAttrs(raw []byte) (Attrs, error) {
 				a.Target = str(m.raw)
 			case "topic":
 				a.Topic = str(m.raw)
+			case "correlation_id":
+				a.Correlation = str(m.raw)
+			case "causation_id":
+				a.Causation = str(m.raw)
+			case "delivery":
+				var d struct {
+					Mode *string `json:"mode"`
+				}
+				if json.Unmarshal(m.raw, &d) == nil && d.Mode != nil {
+					a.DeliveryMode = *d.Mode
+				}
 			case "tenant_id":
 				a.Claims |= ClaimTenantID
 			case "authorization":

@@ -62,7 +62,11 @@ func (p *parser) validateD(a *Attrs) *failure {
 			f = p.stringD(m, false, oConversation)
 		case aTaskID:
 			f = p.stringD(m, false, oTask)
-		case aCorrelationID, aCausationID, aDelegatedBy, aDelegatedTo, aParentTaskID,
+		case aCorrelationID:
+			f = p.stringD(m, false, oCorrelation)
+		case aCausationID:
+			f = p.stringD(m, false, oCausation)
+		case aDelegatedBy, aDelegatedTo, aParentTaskID,
 			aHandoffToken, aCheckpointID, aCompensationID:
 			f = p.stringD(m, false, oNone)
 		case aCreatedAt, aValidFrom, aValidUntil, aCheckpointAt:
@@ -269,6 +273,11 @@ func (p *parser) deliveryD(m *member) *failure {
 		case "mode":
 			if !p.oneOf(v, deliveryModesD[:]) {
 				return fail(KindInvalid, "delivery", "delivery.mode must be one of "+listOf(deliveryModesD[:])+"; got "+quoteTrunc(p.raw(v)))
+			}
+			for _, mode := range deliveryModesD { // its aep-delivery-mode header (transport-kafka.md)
+				if p.oneOf(v, []string{mode}) {
+					p.emit(oDeliveryMode, []byte(mode))
+				}
 			}
 		case "sequence":
 			if v.kind != vNumber || !nonNegIntegral(p.raw(v)) {

@@ -380,7 +380,7 @@ func firstWriteErr(outs []outcome) error {
 // per event. Values alias the frames' bytes when owned, else are copied
 // into one array.
 func (in *ingestor) records(topic string, pub publisher, outs []outcome, owned bool, rb *recBufs) ([]*kgo.Record, []int) {
-	const hdrsPerEvent = 12 + publisherHeaders + 1 // and aep-event-principal
+	const hdrsPerEvent = 14 + publisherHeaders + 1 // routing (R: up to 14), publisher, aep-event-principal
 	size, hsize := 0, 0
 	for i := range outs {
 		if outs[i].writes() {

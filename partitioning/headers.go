@@ -29,6 +29,11 @@ const (
 	HeaderCause        = "aep-cause"
 	HeaderSeverity     = "aep-severity"
 	HeaderCapture      = "aep-capture"
+	// Dialect D transport-kafka.md's: correlation_id, causation_id and an
+	// upstream hop's delivery.mode.
+	HeaderCorrelation  = "aep-correlation"
+	HeaderCausation    = "aep-causation"
+	HeaderDeliveryMode = "aep-delivery-mode"
 	HeaderEpoch        = "aep-epoch"
 	HeaderSeq          = "aep-seq"
 	// Who published the event (gateway.publisher): the principal the
@@ -59,7 +64,7 @@ func AppendHeaders(dst []kgo.RecordHeader, a *aep.Attrs) []kgo.RecordHeader {
 func HeaderValuesLen(a *aep.Attrs) int {
 	n := len(a.ID) + len(a.Type) + len(a.Source) + len(a.Session) + len(a.Conversation) + len(a.Task) +
 		len(a.Target) + len(a.Topic) + len(a.Agent) + len(a.Subject) + len(a.Run) + len(a.Step) +
-		len(a.Cause) + len(a.Severity) + len(a.Capture) + 1 // the dialect
+		len(a.Cause) + len(a.Severity) + len(a.Capture) + len(a.Correlation) + len(a.Causation) + len(a.DeliveryMode) + 1 // the dialect
 	if a.HasEpoch {
 		n += 20
 	}
@@ -101,6 +106,9 @@ func AppendHeadersTo(dst []kgo.RecordHeader, buf []byte, a *aep.Attrs) ([]kgo.Re
 	str(HeaderCause, a.Cause)
 	str(HeaderSeverity, a.Severity)
 	str(HeaderCapture, a.Capture)
+	str(HeaderCorrelation, a.Correlation)
+	str(HeaderCausation, a.Causation)
+	str(HeaderDeliveryMode, a.DeliveryMode)
 	if a.HasEpoch {
 		s := len(buf)
 		buf = strconv.AppendInt(buf, a.Epoch, 10)
@@ -158,6 +166,12 @@ func DecodeHeaders(hs []kgo.RecordHeader, a *aep.Attrs) error {
 			a.Severity = v
 		case HeaderCapture:
 			a.Capture = v
+		case HeaderCorrelation:
+			a.Correlation = v
+		case HeaderCausation:
+			a.Causation = v
+		case HeaderDeliveryMode:
+			a.DeliveryMode = v
 		case HeaderEpoch:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {

@@ -12,7 +12,8 @@ import (
 func TestHeadersRoundTrip(t *testing.T) {
 	cases := []aep.Attrs{
 		{Dialect: aep.DialectD, ID: "evt_1", Type: "task.progress", Source: "agent:a", Session: "sess_01",
-			Conversation: "conv_01", Task: "task_01", Target: "agent:b", Topic: "tasks.task_01"},
+			Conversation: "conv_01", Task: "task_01", Target: "agent:b", Topic: "tasks.task_01",
+			Correlation: "evt_0", Causation: "evt_00", DeliveryMode: "at_least_once"},
 		{Dialect: aep.DialectR, ID: "01J", Type: "tool.requested", Source: "aep://host/claude-code/s1",
 			Agent: "claude-code", Subject: "Bash", Session: "s1", Run: "r1", Step: "st1", Cause: "c1",
 			Severity: "notice", Capture: "full", Epoch: 0, HasEpoch: true, Seq: 42, HasSeq: true,
