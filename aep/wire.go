@@ -16,7 +16,7 @@ type DError struct {
 	Code      string            `json:"code"`
 	Message   string            `json:"message"`
 	Retryable bool              `json:"retryable"`
-	Details   map[string]string `json:"details,omitempty"`
+	Details   map[string]any    `json:"details,omitempty"`
 }
 
 // DErrorBody is a D response body that refuses a whole request.
@@ -28,7 +28,14 @@ type DErrorBody struct {
 func DErrorOf(e *Error) DError {
 	o := DError{Code: e.Code, Message: e.Message, Retryable: e.Retryable}
 	if e.Field != "" {
-		o.Details = map[string]string{"field": e.Field}
+		o.Details = map[string]any{"field": e.Field}
+	}
+	if e.Kind == KindVersion {
+		// versioning.md: a version refusal lists the versions accepted
+		if o.Details == nil {
+			o.Details = map[string]any{}
+		}
+		o.Details["supported"] = SupportedVersions(DialectD)
 	}
 	return o
 }

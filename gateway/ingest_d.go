@@ -128,7 +128,7 @@ func (s *Server) handleIngestD(w http.ResponseWriter, r *http.Request) {
 		case o.writeErr != nil:
 			resp.Errors = append(resp.Errors, dEventError{EventIndex: o.index, Error: dErrorObj{
 				Code: aep.CodeDInternalError, Message: "the event log did not take this event: " + o.writeErr.Error(), Retryable: true,
-				Details: map[string]string{"in_log": inLog(o.writeErr)}}})
+				Details: map[string]any{"in_log": inLog(o.writeErr)}}})
 		default:
 			resp.Accepted++
 			resp.Positions = append(resp.Positions, dPosition{EventIndex: o.index, ID: o.attrs.ID, Partition: o.partition, Offset: o.offset, Reused: o.reused})

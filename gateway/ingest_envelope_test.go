@@ -90,3 +90,20 @@ func BenchmarkPublisherCheck(b *testing.B) {
 		})
 	}
 }
+
+// versioning.md: an event refused for its aep_version names the versions
+// accepted in details.supported, on HTTP ingest as in the WebSocket's
+// session.error.
+func TestIngestDVersionRefusalListsSupported(t *testing.T) {
+	g := newTestGateway(t, nil)
+	ev := strings.Replace(dEvent(1, "s"), `"aep_version":"0.1"`, `"aep_version":"0.2"`, 1)
+	resp := g.post("/aep/events", "application/json", nil, []byte(ev))
+	var out dIngestResponse
+	if err := json.Unmarshal(resp.body, &out); err != nil || len(out.Errors) != 1 {
+		t.Fatalf("%d %s", resp.status, resp.body)
+	}
+	e := out.Errors[0].Error
+	if e.Code != "unsupported_version" || !strings.Contains(string(resp.body), `"supported":["0.1"]`) {
+		t.Fatalf("refusal %+v: %s", e, resp.body)
+	}
+}

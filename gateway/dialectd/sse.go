@@ -69,8 +69,21 @@ func NewSSEHandler(e *engine.Engine, kr *cursor.Keyring, cfg SSEConfig) http.Han
 	return &sseHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub)}
 }
 
+// anyDetails is an error's string details as DError holds them (nil
+// stays nil: no details member).
+func anyDetails(d map[string]string) map[string]any {
+	if d == nil {
+		return nil
+	}
+	out := make(map[string]any, len(d))
+	for k, v := range d {
+		out[k] = v
+	}
+	return out
+}
+
 func writeErr(w http.ResponseWriter, status int, code, msg string, retryable bool, details map[string]string) {
-	transport.WriteJSON(w, status, aep.DErrorBody{Error: aep.DError{Code: code, Message: msg, Retryable: retryable, Details: details}})
+	transport.WriteJSON(w, status, aep.DErrorBody{Error: aep.DError{Code: code, Message: msg, Retryable: retryable, Details: anyDetails(details)}})
 }
 
 // rejectionOf is the subscription_rejected message and details of a filter

@@ -255,7 +255,7 @@ func (a *wsAcker) answerFailed(b []wsAck, sub string) {
 			continue
 		}
 		e := wsErr(wsCodeInternal, "the acknowledgement could not be written to the subscription journal; send it again", true)
-		e.Details = map[string]string{"event_id": it.eventID, "subscription_id": sub}
+		e.Details = map[string]any{"event_id": it.eventID, "subscription_id": sub}
 		if !a.c.reply("event.rejected", it.msgID, wsEventRejected{AcknowledgedEventID: it.msgID, Error: e}) {
 			return // the connection is ending
 		}

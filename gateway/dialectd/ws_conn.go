@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
@@ -116,7 +117,12 @@ func (c *wsConn) closeWith(code websocket.StatusCode, reason string) { c.conn.Cl
 
 // fail sends session.error and queues the close frame. Reader only.
 func (c *wsConn) fail(code, msg string, status websocket.StatusCode) {
-	if b, err := c.envelope("session.error", "", wsSessionError{SessionID: c.sessionID, Error: wsErr(code, msg, code == wsCodeInternal || code == wsCodeTimeout)}); err == nil {
+	e := wsErr(code, msg, code == wsCodeInternal || code == wsCodeTimeout)
+	if code == aep.CodeDUnsupportedVersion {
+		// versioning.md: the refusal lists the versions accepted
+		e.Details = map[string]any{"supported": aep.SupportedVersions(aep.DialectD)}
+	}
+	if b, err := c.envelope("session.error", "", wsSessionError{SessionID: c.sessionID, Error: e}); err == nil {
 		c.push(b)
 	}
 	c.closeWith(status, code)

@@ -156,10 +156,4 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 }
 
 // wsAEPError converts a validation error to the error object.
-func wsAEPError(e *aep.Error) aep.DError {
-	out := wsErr(e.Code, e.Message, e.Retryable)
-	if e.Field != "" {
-		out.Details = map[string]string{"field": e.Field}
-	}
-	return out
-}
+func wsAEPError(e *aep.Error) aep.DError { return aep.DErrorOf(e) }

@@ -98,7 +98,7 @@ func (c *wsConn) subscribe(attrs *aep.Attrs, payload json.RawMessage) bool {
 			filter = payload
 		}
 		e := wsErr(cmp.Or(rej.code, aep.CodeDSubscriptionRejected), rej.msg, rej.retryable)
-		e.Details = rej.details
+		e.Details = anyDetails(rej.details)
 		return c.reply("subscription.rejected", attrs.ID, wsSubRejected{SubscriptionID: id, Filter: filter, Error: e})
 	}
 	s.counted = counted

@@ -476,8 +476,13 @@ func TestWSDBadFirstMessage(t *testing.T) {
 	t.Run("unsupported version", func(t *testing.T) {
 		w := e.dial()
 		w.Send(wsControl("evt_o", "session.opened", `{"session_id":"s","version":"0.2"}`))
-		if m := w.Next(); m.Type != "session.error" || m.ErrCode() != "unsupported_version" {
+		m := w.Next()
+		if m.Type != "session.error" || m.ErrCode() != "unsupported_version" {
 			t.Fatalf("answer: %s", m.Raw)
+		}
+		// versioning.md: the refusal lists the versions accepted
+		if !strings.Contains(string(m.Raw), `"details":{"supported":["0.1"]}`) {
+			t.Errorf("no details.supported: %s", m.Raw)
 		}
 		if st := w.Closed(); st != websocket.StatusProtocolError {
 			t.Fatalf("close status %d, want 1002", st)
