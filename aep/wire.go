@@ -13,10 +13,10 @@ import (
 
 // DError is dialect D's error object (error-model.md).
 type DError struct {
-	Code      string            `json:"code"`
-	Message   string            `json:"message"`
-	Retryable bool              `json:"retryable"`
-	Details   map[string]any    `json:"details,omitempty"`
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	Retryable bool           `json:"retryable"`
+	Details   map[string]any `json:"details,omitempty"`
 }
 
 // DErrorBody is a D response body that refuses a whole request.
