@@ -62,7 +62,11 @@ func (c *wsConn) handle(raw []byte) bool {
 			return false
 		}
 		c.flushAcks()
-		return c.reply("event.rejected", "", wsEventRejected{Error: wsAEPError(ae)})
+		// The event did not validate, but its id usually reads: the
+		// refusal names it (acknowledged_event_id, causation_id) so the
+		// client can tell which event it answers.
+		id := rawEventID(raw)
+		return c.reply("event.rejected", id, wsEventRejected{AcknowledgedEventID: id, Error: wsAEPError(ae)})
 	}
 	switch attrs.Type {
 	case "event.acknowledged", "event.rejected":
@@ -157,3 +161,20 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 
 // wsAEPError converts a validation error to the error object.
 func wsAEPError(e *aep.Error) aep.DError { return aep.DErrorOf(e) }
+
+// maxRejectedIDBytes bounds the id a refusal repeats back.
+const maxRejectedIDBytes = 256
+
+// rawEventID is the string id of an envelope that did not validate, or ""
+// when there is none to read (not a JSON object, no string id, an id
+// longer than maxRejectedIDBytes).
+func rawEventID(raw []byte) string {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	var id string
+	if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m.ID, &id) != nil || len(id) > maxRejectedIDBytes {
+		return ""
+	}
+	return id
+}

@@ -368,11 +368,14 @@ func TestWSDPublishToAnotherConnection(t *testing.T) {
 	}
 	// An invalid event is refused with the ingest endpoint's code.
 	producer.Send(`{"aep_version":"0.1","id":"evt_bad","type":"Not A Type","source":"x","created_at":"2026-07-09T10:00:00Z","payload":{}}`)
-	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() != "invalid_event_type" {
+	// It names the event it refuses (acknowledged_event_id, causation_id):
+	// before, both were empty for an event that did not validate.
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() != "invalid_event_type" ||
+		m.CausationID != "evt_bad" || m.Str("acknowledged_event_id") != "evt_bad" {
 		t.Fatalf("invalid event answer: %s", m.Raw)
 	}
 	producer.Send(`{"aep_version":"0.1",`)
-	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() == "" {
+	if m := producer.Next(); m.Type != "event.rejected" || m.ErrCode() == "" || m.Str("acknowledged_event_id") != "" {
 		t.Fatalf("malformed event answer: %s", m.Raw)
 	}
 	// An event-level authorization, or another tenant's tenant_id: unauthorized.
