@@ -301,7 +301,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
 		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
 	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, dc, keyring, srv.IngestFunc(aep.DialectD),
-		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins, Registerer: reg}))
+		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins, Registerer: reg,
+			ReplayWindow: cfg.TopicRetention}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(dc, keyring,
 		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant})

@@ -47,6 +47,11 @@ type WSConfig struct {
 	// MaxSubscriptions bounds the live subscriptions of one connection.
 	// Zero means 32.
 	MaxSubscriptions int
+	// ReplayWindow is how far back a replayable subscription can resume:
+	// the events topic's retention (--topic-retention), announced as
+	// capabilities.delivery.replay_window_ms (reliability.md). Zero or
+	// negative (retention without a time bound) is not announced.
+	ReplayWindow time.Duration
 	// Source is the source of the envelopes the gateway generates. Empty
 	// means "gateway:aep-gateway".
 	Source string

@@ -22,6 +22,10 @@ type wsCapabilities struct {
 	Delivery            struct {
 		Modes             []string `json:"modes"`
 		DeadLetterSupport bool     `json:"dead_letter_support"`
+		// ReplayWindowMS is the topic's retention; max_retention_events is
+		// not announced: Kafka retains by time and bytes, not by count
+		// (docs/dialects.md).
+		ReplayWindowMS int64 `json:"replay_window_ms,omitempty"`
 	} `json:"delivery"`
 }
 
@@ -48,6 +52,9 @@ func (h *WSHandler) capabilities() wsCapabilities {
 	}
 	c.Delivery.Modes = c.DeliveryModes
 	c.Delivery.DeadLetterSupport = true
+	if h.cfg.ReplayWindow > 0 {
+		c.Delivery.ReplayWindowMS = h.cfg.ReplayWindow.Milliseconds()
+	}
 	return c
 }
 

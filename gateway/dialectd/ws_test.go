@@ -124,7 +124,7 @@ func (e *wsEnv) open() *gatewaytest.WSD {
 }
 
 func TestWSDSessionReady(t *testing.T) {
-	e := newWSEnv(t, dialectd.WSConfig{MaxMessageBytes: 100000, Heartbeat: 20 * time.Second})
+	e := newWSEnv(t, dialectd.WSConfig{MaxMessageBytes: 100000, Heartbeat: 20 * time.Second, ReplayWindow: 7 * 24 * time.Hour})
 	w := e.dial()
 	w.Send(wsControl("evt_open", "session.opened", `{"session_id":"sess_42","version":"0.1"}`))
 	m := w.Next()
@@ -141,6 +141,10 @@ func TestWSDSessionReady(t *testing.T) {
 				DeliveryModes  []string `json:"delivery_modes"`
 				MaxPayloadSize int      `json:"max_payload_size"`
 				Heartbeat      int64    `json:"heartbeat_interval_ms"`
+				Delivery       struct {
+					DeadLetters  bool  `json:"dead_letter_support"`
+					ReplayWindow int64 `json:"replay_window_ms"`
+				} `json:"delivery"`
 			} `json:"capabilities"`
 		} `json:"payload"`
 		CreatedAt string `json:"created_at"`
@@ -151,7 +155,8 @@ func TestWSDSessionReady(t *testing.T) {
 	c := ready.Payload.Capabilities
 	if ready.Payload.SessionID != "sess_42" || c.Protocol != "aep" || c.AEPVersion != "0.1" ||
 		fmt.Sprint(c.Transports) != "[websocket sse]" || fmt.Sprint(c.DeliveryModes) != "[best_effort at_least_once replayable]" ||
-		c.MaxPayloadSize != 100000 || c.Heartbeat != 20000 {
+		c.MaxPayloadSize != 100000 || c.Heartbeat != 20000 ||
+		!c.Delivery.DeadLetters || c.Delivery.ReplayWindow != 7*24*3600*1000 { // reliability.md's durability declaration
 		t.Fatalf("capabilities: %s", m.Raw)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, ready.CreatedAt); err != nil {
