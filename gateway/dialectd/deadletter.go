@@ -18,6 +18,11 @@ func deadLettered(dl durable.DeadLetter) aep.DDeadLettered {
 		orig = json.RawMessage("null")
 	}
 	last := aep.DError{Code: dl.Reason.Code, Message: dl.Reason.Message}
+	if _, known := aep.LookupCode(aep.DialectD, last.Code); !known && !dl.Reason.Exhausted {
+		// error-model.md: an unknown code is treated as protocol_error; the
+		// consumer's own word stays readable in the message.
+		last = aep.DError{Code: aep.CodeDProtocolError, Message: "unknown error code " + aep.QuoteTrunc(dl.Reason.Code) + ": " + dl.Reason.Message}
+	}
 	if dl.Reason.Exhausted {
 		last = aep.DError{Code: aep.CodeDSubscriptionError, Message: fmt.Sprintf("not acknowledged after %d attempts", dl.Attempts)}
 	}
