@@ -23,11 +23,11 @@ func kafkaOpts(c config, seeds []string, log zerolog.Logger) ([]kgo.Opt, error) 
 		kgo.RetryTimeout(15 * time.Second),
 	}
 	if c.KafkaTLS || c.KafkaTLSCA != "" || c.KafkaTLSCert != "" {
-		tc, err := tlsConfig(c)
+		dial, err := kafkaTLSDialer(c, tlsConfig(c))
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
+		opts = append(opts, kgo.Dialer(dial))
 	}
 	mech := strings.ToUpper(c.KafkaSASLMechanism)
 	if mech == "" {
@@ -75,10 +75,9 @@ func (l errorKey) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	l.Logger.Log(level, msg, keyvals...)
 }
 
-func tlsConfig(c config) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
-	if err := kafkaTLSFiles(c, tc); err != nil {
-		return nil, err
-	}
-	return tc, nil
+// tlsConfig is the base of every Kafka TLS connection: TLS 1.2 or later,
+// the --kafka-tls-server-name override. kafkaTLSDialer adds the CA and the
+// client certificate at each connection.
+func tlsConfig(c config) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.KafkaTLSServerName}
 }

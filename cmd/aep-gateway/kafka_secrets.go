@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -76,58 +78,54 @@ func (r *reread[T]) get() (T, error) {
 	return v, nil
 }
 
-// kafkaTLSFiles makes tc read --kafka-tls-ca, --kafka-tls-cert and
-// --kafka-tls-key again at every handshake (reread): Strimzi and
-// cert-manager rotate them in the mounted Secret, and a new connection
-// after the rotation uses the new ones. With a CA file, the broker's chain
-// is verified against the CA pool in use at that handshake (Go's own
-// verification is off only to be done here instead, with the same rules:
-// the chain to the pool, the broker's name).
-func kafkaTLSFiles(c config, tc *tls.Config) error {
+// kafkaTLSDialer dials brokers over TLS with base's settings and the CA
+// (--kafka-tls-ca) and client certificate (--kafka-tls-cert,
+// --kafka-tls-key) files read again at every connection (reread): Strimzi
+// and cert-manager rotate them in the mounted Secret, and a connection
+// made after the rotation uses the new ones. Verification is crypto/tls's
+// own, against the broker's host name or IP (or --kafka-tls-server-name).
+func kafkaTLSDialer(c config, base *tls.Config) (func(ctx context.Context, network, host string) (net.Conn, error), error) {
+	var pool *reread[*x509.CertPool]
 	if c.KafkaTLSCA != "" {
-		pool, err := newReread(func(raws [][]byte) (*x509.CertPool, error) {
+		var err error
+		if pool, err = newReread(func(raws [][]byte) (*x509.CertPool, error) {
 			p := x509.NewCertPool()
 			if !p.AppendCertsFromPEM(raws[0]) {
-				return nil, errors.New("--kafka-tls-ca: no PEM certificates found")
+				return nil, errors.New("no PEM certificates found")
 			}
 			return p, nil
-		}, c.KafkaTLSCA)
-		if err != nil {
-			return fmt.Errorf("--kafka-tls-ca: %w", err)
-		}
-		tc.InsecureSkipVerify = true //nolint:gosec // verified in VerifyConnection, against the reloaded pool
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			roots, _ := pool.get()
-			return verifyBroker(cs, roots)
+		}, c.KafkaTLSCA); err != nil {
+			return nil, fmt.Errorf("--kafka-tls-ca: %w", err)
 		}
 	}
+	var pair *reread[*tls.Certificate]
 	if c.KafkaTLSCert != "" {
-		pair, err := newReread(func(raws [][]byte) (*tls.Certificate, error) {
+		var err error
+		if pair, err = newReread(func(raws [][]byte) (*tls.Certificate, error) {
 			p, err := tls.X509KeyPair(raws[0], raws[1])
 			return &p, err
-		}, c.KafkaTLSCert, c.KafkaTLSKey)
-		if err != nil {
-			return fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
+		}, c.KafkaTLSCert, c.KafkaTLSKey); err != nil {
+			return nil, fmt.Errorf("--kafka-tls-cert/--kafka-tls-key: %w", err)
 		}
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get() }
 	}
-	return nil
-}
-
-// verifyBroker verifies the broker's chain against roots and its name,
-// as crypto/tls does when it verifies.
-func verifyBroker(cs tls.ConnectionState, roots *x509.CertPool) error {
-	if len(cs.PeerCertificates) == 0 {
-		return errors.New("kafka: the broker sent no certificate")
-	}
-	opts := x509.VerifyOptions{Roots: roots, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-	for _, ic := range cs.PeerCertificates[1:] {
-		opts.Intermediates.AddCert(ic)
-	}
-	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return fmt.Errorf("kafka: broker certificate: %w", err)
-	}
-	return nil
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		cfg := base.Clone()
+		if cfg.ServerName == "" {
+			h, _, err := net.SplitHostPort(host)
+			if err != nil {
+				return nil, err
+			}
+			cfg.ServerName = h
+		}
+		if pool != nil {
+			cfg.RootCAs, _ = pool.get()
+		}
+		if pair != nil {
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return pair.get() }
+		}
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}, Config: cfg}
+		return d.DialContext(ctx, network, host)
+	}, nil
 }
 
 // saslPassword is the SASL password: --kafka-sasl-password-file read at
