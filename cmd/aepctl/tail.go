@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
@@ -22,6 +23,86 @@ type TailOptions struct {
 	// Reconnect reopens a stream that was lost (not one the gateway
 	// refused) from the last event seen, with backoff.
 	Reconnect bool
+
+	shared *sharedCount // TailAll's: Count over every stream
+}
+
+// sharedCount counts the events of several streams against one --count,
+// and stops them all when it is reached.
+type sharedCount struct {
+	mu    sync.Mutex
+	n     int
+	max   int
+	reach context.CancelFunc
+}
+
+// add counts one event; it reports whether the count is reached.
+func (s *sharedCount) add() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if s.max > 0 && s.n >= s.max {
+		s.reach()
+		return true
+	}
+	return false
+}
+
+// lockedWriter serializes whole writes of several streams' printers (each
+// event is one Write).
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TailAll tails several streams at once (both dialects: aepctl tail's
+// default), printing their events as they come, one line each, until
+// --count events over all of them, --timeout or the end of ctx. Each
+// stream prints its own resume point at the end.
+func TailAll(ctx context.Context, c *Client, specs []streamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
+	if len(specs) == 1 {
+		return Tail(ctx, c, specs[0], opt, out, errw)
+	}
+	parent := ctx
+	if opt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opt.Timeout)
+		defer cancel()
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	shared := &sharedCount{max: opt.Count, reach: stop}
+	one := opt
+	one.Count, one.Timeout, one.shared = 0, 0, shared
+	var mu sync.Mutex
+	lout, lerr := lockedWriter{&mu, out}, lockedWriter{&mu, errw}
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() {
+			_, errs[i] = Tail(ctx, c, spec, one, lout, lerr)
+			if errs[i] != nil {
+				stop() // one stream failing ends the tail: its exit says so
+			}
+		})
+	}
+	wg.Wait()
+	shared.mu.Lock()
+	n := shared.n
+	shared.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return n, err
+	}
+	if parent.Err() == nil && opt.Count > 0 && n < opt.Count && opt.Timeout > 0 {
+		return n, fmt.Errorf("%w: %d of %d in %v", errIncomplete, n, opt.Count, opt.Timeout)
+	}
+	return n, nil
 }
 
 // errIncomplete is a tail or consume that stopped on --timeout before it
@@ -72,7 +153,7 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 		if ws, ok := src.(*wsDSource); ok && tr.cursor == "" {
 			tr.cursor = ws.cursor
 		}
-		err = tailStream(ctx, src, p, tr, spec.Dialect, opt.Count, &n, errw)
+		err = tailStream(ctx, src, p, tr, spec.Dialect, opt.Count, &n, opt.shared, errw)
 		src.Close()
 		if err == nil { // --count reached
 			printResume(errw, tr)
@@ -94,7 +175,7 @@ const (
 
 // tailStream prints src's events until count is reached (nil) or the
 // stream ends (its error).
-func tailStream(ctx context.Context, src source, p *printer, tr *resumeTracker, d aep.Dialect, count int, n *int, errw io.Writer) error {
+func tailStream(ctx context.Context, src source, p *printer, tr *resumeTracker, d aep.Dialect, count int, n *int, shared *sharedCount, errw io.Writer) error {
 	for count == 0 || *n < count {
 		it, err := src.Next(ctx)
 		if err != nil {
@@ -110,6 +191,9 @@ func tailStream(ctx context.Context, src source, p *printer, tr *resumeTracker, 
 		p.print(it, &v)
 		if !(d == aep.DialectD && controlTypes[v.Type]) {
 			*n++
+			if shared != nil && shared.add() {
+				return nil
+			}
 		}
 	}
 	return nil
@@ -157,11 +241,13 @@ func printResume(w io.Writer, tr *resumeTracker) {
 	fmt.Fprintf(w, "tail: resume with %s %s\n", name, shellQuote(value))
 }
 
-const tailSynopsis = `tail [--dialect r|d] [--transport sse|ws] [filters] [--from-cursor C | --from POSITIONS]
+const tailSynopsis = `tail [--dialect r|d|all] [--transport sse|ws] [filters] [--from-cursor C | --from POSITIONS]
              [--output pretty|ndjson|json] [--count N] [--timeout D] [--reconnect] [--url URL] [--token KEY] [--profile P]`
 
 const tailHelp = `Prints the gateway's events as they arrive, over SSE or WebSocket, in either
-dialect (the events of the tenant of the token).
+dialect (the events of the tenant of the token). Without --dialect: both
+dialects' streams at once (D with --types '*'), unless a dialect's own flags
+are given, which choose it.
 
 Dialect D (GET /aep/events, or WebSocket /aep with subprotocol aep-0.1):
   filters --types, --source, --target, --topic, --session, --conversation,
@@ -189,7 +275,7 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("tail", tailSynopsis, stdout, stderr, tailHelp)
 	var conn connFlags
 	conn.register(fs)
-	dialect := fs.String("dialect", "r", "dialect: r or d")
+	dialect := fs.String("dialect", "", "dialect: r, d or all (default: all, or the one whose flags are given)")
 	transport := fs.String("transport", "sse", "sse or ws")
 	var df dFilterFlags
 	df.register(fs)
@@ -206,16 +292,43 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	dFlags := len(df.members()) > 0 || *mode != "" || *cursor != ""
+	rFlags := *filter != "" || *from != "" || *capture != ""
+	if *dialect == "" {
+		switch {
+		case dFlags && !rFlags:
+			*dialect = "d"
+		case rFlags && !dFlags:
+			*dialect = "r"
+		default:
+			*dialect = "all"
+		}
+	}
+	all := *dialect == "all"
 	d, ok := dialectFlag(*dialect)
 	switch {
-	case !ok || *dialect == "":
-		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+	case all && dFlags && rFlags:
+		return usageErr(fs, "dialect D flags (--types, --mode, --from-cursor, ...) and dialect R flags (--filter, --from, --capture) together: choose one with --dialect")
+	case !ok && !all:
+		return usageErr(fs, "--dialect %q: want r, d or all", *dialect)
 	case *transport != "sse" && *transport != "ws":
 		return usageErr(fs, "--transport %q: want sse or ws", *transport)
 	case *count < 0, *timeout < 0, *width < 0:
 		return usageErr(fs, "--count, --timeout and --width must not be negative")
 	case fs.NArg() > 0:
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+	}
+	if all {
+		if err := conn.resolve(); err != nil {
+			return err
+		}
+		c := &Client{BaseURL: conn.url, Token: conn.token}
+		specs := []streamSpec{
+			{Dialect: aep.DialectR, Transport: *transport},
+			{Dialect: aep.DialectD, Transport: *transport, DFilter: map[string][]string{"types": {"*"}}},
+		}
+		_, err := TailAll(ctx, c, specs, TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width, Reconnect: *reconnect}, stdout, stderr)
+		return err
 	}
 	spec := streamSpec{Dialect: d, Transport: *transport}
 	if d == aep.DialectD {

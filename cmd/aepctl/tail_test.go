@@ -264,3 +264,34 @@ func TestTailReconnects(t *testing.T) {
 		})
 	}
 }
+
+// aepctl tail without --dialect (issue 27: a newcomer tailing a gateway
+// that receives dialect D events saw nothing): both dialects' streams at
+// once, --count over both; a dialect's own flags choose it, both kinds at
+// once are a usage error.
+func TestTailBothDialectsByDefault(t *testing.T) {
+	newStreamGateway(t)
+	tail := startRun(t, "tail", "--count", "2", "--timeout", "30s", "-o", "ndjson")
+	for range 2 { // each stream says it is open
+		tail.waitStderr("stream of dialect")
+	}
+	gatewaytest.PollFor(t, 10*time.Second, "both streams open", func() bool {
+		return strings.Contains(tail.err.String(), "dialect R") && strings.Contains(tail.err.String(), "dialect D")
+	})
+	rid := ulid.Make().String()
+	runOK(t, dLine("evt_both_d", "task.progress", "sess_both")+"\n"+rLine(rid, "both-r", 0)+"\n", "publish", "--batch", "1")
+	if code := tail.wait(); code != exitOK {
+		t.Fatalf("tail: exit %d\n%s", code, tail.err.String())
+	}
+	out := tail.out.String()
+	if !strings.Contains(out, "evt_both_d") || !strings.Contains(out, rid) || strings.Count(out, "\n") != 2 {
+		t.Fatalf("tail printed:\n%s\nwant the D event and the R event", out)
+	}
+	if n := strings.Count(tail.err.String(), "tail: resume with"); n != 2 {
+		t.Errorf("%d resume points on stderr, want one per dialect:\n%s", n, tail.err.String())
+	}
+	var o, e strings.Builder
+	if code := run(t.Context(), []string{"tail", "--types", "task.*", "--filter", "{}"}, nil, &o, &e); code != exitUsage || !strings.Contains(e.String(), "choose one with --dialect") {
+		t.Errorf("D and R flags together: exit %d, stderr:\n%s", code, e.String())
+	}
+}
