@@ -73,7 +73,7 @@ func (c *wsConn) handle(raw []byte) bool {
 		// refusal names it (acknowledged_event_id, causation_id) so the
 		// client can tell which event it answers.
 		id := rawEventID(raw)
-		return c.reply("event.rejected", id, wsEventRejected{AcknowledgedEventID: id, Error: wsAEPError(ae)})
+		return c.reply("event.rejected", id, wsEventRejected{AcknowledgedEventID: id, Error: aep.DErrorOf(ae)})
 	}
 	switch attrs.Type {
 	case "event.acknowledged", "event.rejected":
@@ -157,7 +157,7 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 		c.published++
 		return c.reply("event.acknowledged", attrs.ID, wsEventAck{AcknowledgedEventID: attrs.ID})
 	case r.Err != nil:
-		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: wsAEPError(r.Err)})
+		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: aep.DErrorOf(r.Err)})
 	default:
 		c.log.Warn().Err(r.WriteErr).Msg("dialectd: websocket publish")
 		return c.reply("event.rejected", attrs.ID, wsEventRejected{
@@ -166,8 +166,6 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 	}
 }
 
-// wsAEPError converts a validation error to the error object.
-func wsAEPError(e *aep.Error) aep.DError { return aep.DErrorOf(e) }
 
 // maxRejectedIDBytes bounds the id a refusal repeats back.
 const maxRejectedIDBytes = 256
