@@ -166,7 +166,6 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 	}
 }
 
-
 // maxRejectedIDBytes bounds the id a refusal repeats back.
 const maxRejectedIDBytes = 256
 
