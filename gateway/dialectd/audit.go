@@ -16,6 +16,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/durable"
+	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -188,32 +189,24 @@ func (h *AuditHandler) record(ctx context.Context, w http.ResponseWriter, r *htt
 		writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the subscriptions cannot be read", true, nil)
 		return nil, false
 	}
-	// The dead letters naming the event, by subscription.
-	needle := []byte(`"original_event_id":` + strconv.Quote(attrs.ID))
-	dls, err := h.e.FindRecords(ctx, h.e.DeadLetterTopic(tn), -1, maxRecords, 1000, func(rec *kgo.Record) bool {
-		return bytes.Contains(rec.Value, needle)
-	})
-	if err != nil {
-		h.log.Warn().Err(err).Stringer("tenant", tn).Msg("dialectd: audit dead letters")
-	}
-	out.DeadLettersComplete = err == nil && dls.Complete
-	dead := map[string]aep.DDeadLettered{}
-	for _, rec := range dls.Found {
-		var env struct {
-			Payload aep.DDeadLettered `json:"payload"`
-		}
-		if json.Unmarshal(rec.Value, &env) == nil && env.Payload.OriginalEventID == attrs.ID {
-			dead[env.Payload.SubscriptionID] = env.Payload
-		}
-	}
+	// The subscriptions whose filter matches the event: only they can hold
+	// a delivery of it, and without any there is nothing to read further.
+	var matching []string
 	for id, def := range defs {
-		f, err := filtering.ParseD(def.Filter)
-		if err != nil || !f.Match(&attrs) {
-			continue
+		if f, err := filtering.ParseD(def.Filter); err == nil && f.Match(&attrs) {
+			matching = append(matching, id)
 		}
+	}
+	if len(matching) == 0 {
+		out.DeadLettersComplete = true
+		return out, true
+	}
+	dead := h.deadLetters(ctx, tn, out, attrs.ID, maxRecords)
+	for _, id := range matching {
 		d := auditDelivery{SubscriptionID: id, Status: "pending", Committed: -1}
 		committed, err := h.e.Committed(ctx, tn, durable.SubscriptionGroup(tn, id))
 		if err != nil {
+			h.log.Warn().Err(err).Stringer("tenant", tn).Str("subscription", id).Msg("dialectd: audit committed offsets")
 			writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "committed offsets cannot be read", true, nil)
 			return nil, false
 		}
@@ -230,4 +223,28 @@ func (h *AuditHandler) record(ctx context.Context, w http.ResponseWriter, r *htt
 	}
 	slices.SortFunc(out.Deliveries, func(a, b auditDelivery) int { return strings.Compare(a.SubscriptionID, b.SubscriptionID) })
 	return out, true
+}
+
+// deadLetters reads the tenant's dead letters of event id, by
+// subscription, and records in out whether the read was complete (an
+// unreadable topic is logged and leaves it incomplete).
+func (h *AuditHandler) deadLetters(ctx context.Context, tn tenant.Tenant, out *auditRecord, id string, maxRecords int) map[string]aep.DDeadLettered {
+	needle := []byte(`"original_event_id":` + strconv.Quote(id))
+	dls, err := h.e.FindRecords(ctx, h.e.DeadLetterTopic(tn), -1, maxRecords, 1000, func(rec *kgo.Record) bool {
+		return bytes.Contains(rec.Value, needle)
+	})
+	if err != nil {
+		h.log.Warn().Err(err).Stringer("tenant", tn).Msg("dialectd: audit dead letters")
+	}
+	out.DeadLettersComplete = err == nil && dls.Complete
+	dead := map[string]aep.DDeadLettered{}
+	for _, rec := range dls.Found {
+		var env struct {
+			Payload aep.DDeadLettered `json:"payload"`
+		}
+		if json.Unmarshal(rec.Value, &env) == nil && env.Payload.OriginalEventID == id {
+			dead[env.Payload.SubscriptionID] = env.Payload
+		}
+	}
+	return dead
 }
