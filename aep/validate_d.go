@@ -274,9 +274,10 @@ func (p *parser) deliveryD(m *member) *failure {
 			if !p.oneOf(v, deliveryModesD[:]) {
 				return fail(KindInvalid, "delivery", "delivery.mode must be one of "+listOf(deliveryModesD[:])+"; got "+quoteTrunc(p.raw(v)))
 			}
-			for _, mode := range deliveryModesD { // its aep-delivery-mode header (transport-kafka.md)
-				if p.oneOf(v, []string{mode}) {
-					p.emit(oDeliveryMode, []byte(mode))
+			for i := range deliveryModesD { // its aep-delivery-mode header (transport-kafka.md)
+				if p.oneOf(v, deliveryModesD[i:i+1]) {
+					p.emit(oDeliveryMode, []byte(deliveryModesD[i]))
+					break
 				}
 			}
 		case "sequence":
