@@ -46,19 +46,22 @@ func benchIngestN(b *testing.B, d aep.Dialect, n int) { benchIngestAs(b, d, n, n
 // BenchmarkIngestDPrincipal is BenchmarkIngestD with an API key: one
 // without scopes (tenant-wide) and one whose principal's emit: and write:
 // scopes every event is checked against (issue 24: enforcement must not be
-// measurable at the ingest ratios). Compare the two in one run.
+// measurable at the ingest ratios), for one event a request (what most
+// emitters send) and for batches of benchBatch. Compare within one run.
 func BenchmarkIngestDPrincipal(b *testing.B) {
-	for _, c := range []struct{ name, opts string }{
-		{"tenant-wide", ""},
-		{"scoped", " principal=agent-r scopes=emit:agent:researcher,write:tool,subscribe:task.*"},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			ks, err := ParseKeyStore(strings.NewReader("default sha256:" + sha256hex("k-bench") + c.opts + "\n"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			benchIngestAs(b, aep.DialectD, benchBatch, ks, "k-bench")
-		})
+	for _, n := range []int{1, benchBatch} {
+		for _, c := range []struct{ name, opts string }{
+			{"tenant-wide", ""},
+			{"scoped", " principal=agent-r scopes=emit:agent:researcher,write:tool,subscribe:task.*"},
+		} {
+			b.Run(fmt.Sprintf("events=%d/%s", n, c.name), func(b *testing.B) {
+				ks, err := ParseKeyStore(strings.NewReader("default sha256:" + sha256hex("k-bench") + c.opts + "\n"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchIngestAs(b, aep.DialectD, n, ks, "k-bench")
+			})
+		}
 	}
 }
 
