@@ -31,7 +31,9 @@ func (e *Cluster) DeadLetterTopic(t tenant.Tenant) string { return e.cfg.Naming.
 // short-lived client of its own; a topic that does not exist holds none.
 // The audit record of an event (GET /aep/audit/events/{id}) is found this
 // way: the log has no index by event id, so the cost is the partition's
-// records, bounded.
+// records, bounded. A partition whose last offsets are never returned as
+// records (compacted away, transaction markers: the tenant topics are
+// neither) keeps the read going until ctx ends, which the caller bounds.
 func (e *Cluster) FindRecords(ctx context.Context, topic string, partition int32, maxRecords, limit int, match func(*kgo.Record) bool) (Scan, error) {
 	if maxRecords < 1 || maxRecords > MaxScanRecords || limit < 1 {
 		return Scan{}, fmt.Errorf("%w: 1..%d records to read, at least one to find", ErrBadRequest, MaxScanRecords)
