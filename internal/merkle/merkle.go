@@ -214,3 +214,20 @@ func VerifyConsistency(size1, size2 uint64, root1, root2 Hash, proof []Hash) boo
 	}
 	return fr == root1 && sr == root2 && sn == 0
 }
+
+// Peaks are the frontier's subtree roots, largest first: with Size, what
+// NewFrontier restores it from.
+func (f *Frontier) Peaks() []Hash { return append([]Hash(nil), f.peaks...) }
+
+// ErrFrontier is returned by NewFrontier for peaks that cannot be the
+// frontier of a tree of the given size.
+var ErrFrontier = errors.New("merkle: the number of peaks does not match the size")
+
+// NewFrontier restores the frontier of a tree of size leaves from its
+// peaks (Frontier.Peaks): one per binary 1 digit of size.
+func NewFrontier(size uint64, peaks []Hash) (Frontier, error) {
+	if bits.OnesCount64(size) != len(peaks) {
+		return Frontier{}, ErrFrontier
+	}
+	return Frontier{size: size, peaks: append([]Hash(nil), peaks...)}, nil
+}

@@ -151,3 +151,29 @@ func BenchmarkFrontierAppend(b *testing.B) {
 		f.Append(l)
 	}
 }
+
+// A frontier restored from its peaks goes on as the original; peaks that
+// cannot be a frontier of the size are refused.
+func TestFrontierRestoredFromPeaks(t *testing.T) {
+	all := leaves(300)
+	var f Frontier
+	for _, l := range all[:137] {
+		f.Append(l)
+	}
+	r, err := NewFrontier(f.Size(), f.Peaks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range all[137:] {
+		r.Append(l)
+	}
+	if r.Root() != Root(all) {
+		t.Fatal("restored frontier's root differs")
+	}
+	if _, err := NewFrontier(f.Size()+2, f.Peaks()); err == nil {
+		t.Fatal("size 139 with the peaks of 137 accepted")
+	}
+	if _, err := NewFrontier(0, nil); err != nil {
+		t.Fatal(err)
+	}
+}
