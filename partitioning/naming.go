@@ -84,3 +84,7 @@ func (n Naming) Index(tenant string) string { return n.Events(tenant) + ".index"
 // Subscriptions is the tenant's compacted topic of durable subscription
 // definitions.
 func (n Naming) Subscriptions(tenant string) string { return n.Events(tenant) + ".subscriptions" }
+
+// Audit is the tenant's audit topic: the signed checkpoints of its events
+// topic, partition for partition (docs/audit.md).
+func (n Naming) Audit(tenant string) string { return n.Events(tenant) + ".audit" }

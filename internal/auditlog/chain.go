@@ -30,6 +30,12 @@ func NewChain(tenant string, partition int32) *Chain {
 	return &Chain{tenant: tenant, partition: partition, last: -1}
 }
 
+// NewChainAt starts epoch 0 of a partition that has no checkpoint at its
+// log start: LastOffset is start-1, where reading begins.
+func NewChainAt(tenant string, partition int32, start int64) *Chain {
+	return &Chain{tenant: tenant, partition: partition, last: start - 1}
+}
+
 // RestoreChain continues the chain from its last checkpoint c, whose
 // frontier must give its root.
 func RestoreChain(c *Checkpoint) (*Chain, error) {

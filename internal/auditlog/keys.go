@@ -187,3 +187,10 @@ func MarshalPublicPEM(pub ed25519.PublicKey) []byte {
 	der, _ := x509.MarshalPKIXPublicKey(pub) // cannot fail for an Ed25519 key
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
+
+// TestKey is a deterministic private key from a one-byte seed, for tests.
+func TestKey(seed byte) ed25519.PrivateKey {
+	b := make([]byte, ed25519.SeedSize)
+	b[0] = seed
+	return ed25519.NewKeyFromSeed(b)
+}

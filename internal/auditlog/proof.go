@@ -47,7 +47,8 @@ func ProofRecordOf(r Record) ProofRecord {
 	return pr
 }
 
-func (pr ProofRecord) record() Record {
+// Record is the record pr carries.
+func (pr ProofRecord) Record() Record {
 	r := Record{Key: pr.Key, Value: pr.Value, TimestampMs: pr.TimestampMs}
 	for _, h := range pr.Headers {
 		r.Headers = append(r.Headers, Header{Key: []byte(h.Key), Value: h.Value})
@@ -135,7 +136,7 @@ func (p *Proof) Check(keys Keys) error {
 	if err := cp.CheckSignature(keys); err != nil {
 		return err
 	}
-	l := Leaf(p.Offset, ContentHash(p.Record.record()))
+	l := Leaf(p.Offset, ContentHash(p.Record.Record()))
 	if p.Offset < p.Head.FirstOffset || p.Offset > p.Head.LastOffset ||
 		!merkle.VerifyInclusion(l, p.Index, p.Head.Size, hashes(p.AuditPath), merkle.Hash(p.Head.Root)) {
 		return ErrProofIncluded
