@@ -24,6 +24,10 @@ import (
 // Config configures a Server. Zero fields mean the documented defaults.
 type Config struct {
 	Limits Limits
+	// AuditKeys, when set, is the published key set of the audit
+	// checkpoints (auditlog.KeySetDoc JSON), served without credentials
+	// at /.well-known/aep-audit-keys (docs/audit.md).
+	AuditKeys []byte
 	// Keys authenticates requests by API key. With neither Keys nor JWT
 	// the server runs in development mode: every request is tenant
 	// "default" (the caller must make that loud).
@@ -191,6 +195,9 @@ func (s *Server) routes() chi.Router {
 	}
 	r.Get("/.well-known/aep", s.handleDiscovery)
 	r.Get("/events", s.handleDiscovery)
+	if s.cfg.AuditKeys != nil {
+		r.Get(auditKeysPath, s.handleAuditKeys)
+	}
 
 	r.With(authenticate(s.auth(), aep.DialectR), s.bodyGuard(aep.DialectR), traceIngest("/events")).Post("/events", s.handleIngestR)
 	r.With(authenticate(s.auth(), aep.DialectD), s.bodyGuard(aep.DialectD), traceIngest("/aep/events")).Post("/aep/events", s.handleIngestD)
@@ -201,7 +208,16 @@ func (s *Server) routes() chi.Router {
 // not take gets 405 at once. On every other route 405 comes only after
 // authentication (401 first), so an unauthenticated client learns nothing
 // about the routes from the methods they take.
-var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/.well-known/aep": true}
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/.well-known/aep": true, auditKeysPath: true}
+
+// auditKeysPath publishes the public keys of the audit checkpoints.
+const auditKeysPath = "/.well-known/aep-audit-keys"
+
+func (s *Server) handleAuditKeys(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	_, _ = w.Write(s.cfg.AuditKeys)
+}
 
 // methodNotAllowed answers a method the route does not take: 405 with
 // Allow, after authentication in the route's dialect (dialect D under

@@ -17,6 +17,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
 	"github.com/aep-gateway/aep-gateway/gateway/forward"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
+	"github.com/aep-gateway/aep-gateway/gateway/sealer"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -118,6 +119,13 @@ type config struct {
 	LiveDeliveryTopic      string
 	LiveDeliveryPartitions int
 	FilterWorkerGroup      string
+
+	// Audit sealer (docs/audit.md).
+	AuditSeal       string
+	AuditSigningKey string
+	AuditPublicKeys string
+	AuditInterval   time.Duration
+	AuditGroup      string
 
 	ShowVersion bool // --version: print the version and exit
 }
@@ -228,7 +236,12 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.OTelServiceName, "otel-service-name", envOr("OTEL_SERVICE_NAME", "aep-gateway"), "service.name of the traces (default: OTEL_SERVICE_NAME when set)")
 	fs.Float64(&c.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of new traces recorded, 0..1; a request or event with a traceparent follows its sampled flag")
 	fs.Int(&c.MetricsMaxTenants, "metrics-max-tenants", 100, "tenants that get their own series in per-tenant metrics (lag, redeliveries, dead letters); later tenants are counted under tenant=\"_other\"")
-	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), or all (both in one process)")
+	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), sealer (only the audit sealer, --audit-seal; same endpoints), or all (gateway and filter worker in one process)")
+	fs.String(&c.AuditSeal, "audit-seal", "auto", "run the audit sealer in this process (docs/audit.md): on, off, or auto (on with the embedded broker, off with --kafka-brokers, where a --role sealer deployment does it); it seals every tenant topic into signed checkpoints on <events topic>.audit")
+	fs.String(&c.AuditSigningKey, "audit-signing-key", "", "PEM PKCS #8 Ed25519 private key that signs the audit checkpoints (openssl genpkey -algorithm ed25519); required to seal on a real cluster; empty with the embedded broker: <data-dir>/audit-signing.key, created on first start")
+	fs.String(&c.AuditPublicKeys, "audit-public-keys", "", "PEM PUBLIC KEY blocks of earlier signing keys, published beside the active one at /.well-known/aep-audit-keys so checkpoints they signed still verify after a rotation")
+	fs.Duration(&c.AuditInterval, "audit-checkpoint-interval", 5*time.Second, "how often the sealer checkpoints records sealed since the last checkpoint (it also checkpoints every 1024 records)")
+	fs.String(&c.AuditGroup, "audit-sealer-group", sealer.DefaultGroup, "consumer group of the audit sealers")
 	fs.String(&c.LiveDelivery, "live-delivery", "tail", "how live (best_effort/replayable) events reach this node: tail (a Kafka reader per tenant topic on every node that streams it) or workers (filter workers forward each match once per node to its partition of --live-delivery-topic); every node of a cluster must use the same mode, and workers needs filter workers running (docs/scaling.md)")
 	fs.String(&c.LiveRegistryTopic, "live-registry-topic", forward.DefaultRegistryTopic, "--live-delivery workers: compacted topic (one partition) where nodes register their live subscriptions for the filter workers")
 	fs.String(&c.LiveDeliveryTopic, "live-delivery-topic", forward.DefaultDeliveryTopic, "--live-delivery workers: topic the filter workers forward matches to, one partition per node (by hash of --node-id)")
@@ -327,8 +340,17 @@ func (c config) validate() error {
 	if c.MetricsMaxTenants < 1 || c.MetricsMaxTenants > 10000 {
 		return fmt.Errorf("--metrics-max-tenants %d: want 1..10000", c.MetricsMaxTenants)
 	}
-	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleAll {
-		return fmt.Errorf("--role %q: want gateway, filter-worker or all", c.Role)
+	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleSealer && c.Role != roleAll {
+		return fmt.Errorf("--role %q: want gateway, filter-worker, sealer or all", c.Role)
+	}
+	if c.AuditSeal != "auto" && c.AuditSeal != "on" && c.AuditSeal != "off" {
+		return fmt.Errorf("--audit-seal %q: want auto, on or off", c.AuditSeal)
+	}
+	if c.AuditInterval < 10*time.Millisecond || c.AuditInterval > time.Hour {
+		return fmt.Errorf("--audit-checkpoint-interval %v: want 10ms..1h", c.AuditInterval)
+	}
+	if c.sealHere() && !c.embedded() && c.AuditSigningKey == "" {
+		return errors.New("--audit-signing-key is required to seal on a real cluster (--audit-seal on or --role sealer)")
 	}
 	if _, err := engine.ParseLiveDelivery(c.LiveDelivery); err != nil {
 		return fmt.Errorf("--live-delivery %q: want tail or workers", c.LiveDelivery)

@@ -41,6 +41,7 @@ const (
 type embeddedLimits struct {
 	EventsBytes     int64 // retention.bytes per events partition; 0: unbounded
 	DeadLetterBytes int64 // retention.bytes per dead-letter partition; 0: unbounded
+	AuditBytes      int64 // retention.bytes per audit partition (docs/audit.md); 0: unbounded
 	SegmentBytes    int64 // log.segment.bytes
 	TenantDisk      int64 // most one tenant's events and dead letters keep on disk; 0: unbounded
 	TenantMemory    int64 // memory a restart needs per tenant, on top of embeddedBaseMemory
@@ -57,9 +58,12 @@ func (c config) embeddedBounds() embeddedLimits {
 	}
 	l.SegmentBytes = min(max(r/4, 1<<20), 64<<20)
 	l.DeadLetterBytes = max(r/4, 1<<20)
+	// A checkpoint keeps about 80 bytes a record: a quarter of the events'
+	// bytes outlives the events of 320-byte records and more.
+	l.AuditBytes = l.DeadLetterBytes
 	// Retention deletes whole segments only, so a partition keeps up to
 	// one more segment than its bound.
-	l.TenantDisk = int64(c.TopicPartitions) * (l.EventsBytes + l.DeadLetterBytes + 2*l.SegmentBytes)
+	l.TenantDisk = int64(c.TopicPartitions) * (l.EventsBytes + l.DeadLetterBytes + l.AuditBytes + 3*l.SegmentBytes)
 	l.TenantMemory = embeddedLoadFactor * l.TenantDisk
 	return l
 }
@@ -124,6 +128,8 @@ func (b *embeddedBroker) alignRetention(c config, n partitioning.Naming) error {
 			want[t] = l.EventsBytes
 		case isEventsTopic(n, strings.TrimSuffix(t, ".deadletter")) && strings.HasSuffix(t, ".deadletter"):
 			want[t] = l.DeadLetterBytes
+		case isEventsTopic(n, strings.TrimSuffix(t, ".audit")) && strings.HasSuffix(t, ".audit"):
+			want[t] = l.AuditBytes
 		}
 	}
 	if len(want) == 0 {

@@ -200,12 +200,25 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	}
 	reg.MustRegister(newTopicCheckCollector(prov))
 	var workerFailed <-chan error
-	if cfg.Role != roleGateway {
+	if cfg.Role == roleWorker || cfg.Role == roleAll {
 		if workerFailed, err = startFilterWorker(cfg, opts, naming, kadm.NewClient(producer), reg, log, lc); err != nil {
 			return err
 		}
 		if cfg.Role == roleWorker {
-			return serveFilterWorker(ctx, cfg, workerFailed, reg, log, lc, stopSignals)
+			return serveBackground(ctx, cfg, roleWorker, workerFailed, reg, log, lc, stopSignals)
+		}
+	}
+	signer, auditKeyDoc, err := auditKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	var sealerFailed <-chan error
+	if cfg.sealHere() {
+		if sealerFailed, err = startSealer(cfg, opts, naming, signer, auditKeyDoc, reg, log, lc); err != nil {
+			return err
+		}
+		if cfg.Role == roleSealer {
+			return serveBackground(ctx, cfg, roleSealer, sealerFailed, reg, log, lc, stopSignals)
 		}
 	}
 
@@ -252,7 +265,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		reg.MustRegister(embedded.damageMetrics()...)
 	}
 	srv, err := gateway.New(gateway.Config{
-		Registry: reg,
+		AuditKeys: auditKeyDoc,
+		Registry:  reg,
 		Limits: gateway.Limits{
 			MaxBodyBytes: cfg.MaxBodyBytes, MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents,
 			Event: aep.Limits{ValidatePayloads: cfg.ValidatePayloads},
@@ -404,6 +418,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		serveFailed = fmt.Errorf("http server: %w", err)
 	case err := <-workerFailed: // nil channel unless --role all
 		serveFailed = fmt.Errorf("filter worker: %w", err)
+	case err := <-sealerFailed: // nil channel unless the sealer runs here
+		serveFailed = fmt.Errorf("audit sealer: %w", err)
 	case err := <-adminFailed: // nil channel without --admin-listen
 		serveFailed = fmt.Errorf("admin server: %w", err)
 	case <-ctx.Done():

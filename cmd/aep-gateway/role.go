@@ -81,16 +81,25 @@ func startFilterWorker(cfg config, opts []kgo.Opt, naming partitioning.Naming, a
 	if err != nil {
 		return nil, err
 	}
+	failed := runOwned("filter worker", w.Run, lc)
+	log.Info().Str("group", cfg.FilterWorkerGroup).Str("registry", t.Registry).Str("delivery", t.Delivery).Msg("filter worker started")
+	return failed, nil
+}
+
+// runOwned runs run until lc stops it (cancelling its context and waiting
+// for it); the channel yields run's error if it stops by itself, the
+// process then exits.
+func runOwned(name string, run func(context.Context) error, lc *lifecycle) <-chan error {
 	ctx, cancel := context.WithCancel(context.Background())
 	done, failed := make(chan error, 1), make(chan error, 1)
 	go func() {
-		err := w.Run(ctx)
-		if err != nil {
+		err := run(ctx)
+		if err != nil && ctx.Err() == nil {
 			failed <- err
 		}
 		done <- err
 	}()
-	lc.add("filter worker", func(sctx context.Context) error {
+	lc.add(name, func(sctx context.Context) error {
 		cancel()
 		select {
 		case err := <-done:
@@ -99,13 +108,13 @@ func startFilterWorker(cfg config, opts []kgo.Opt, naming partitioning.Naming, a
 			return sctx.Err()
 		}
 	})
-	log.Info().Str("group", cfg.FilterWorkerGroup).Str("registry", t.Registry).Str("delivery", t.Delivery).Msg("filter worker started")
-	return failed, nil
+	return failed
 }
 
-// serveFilterWorker is --role filter-worker: the worker, and /metrics,
-// /healthz and /readyz on --listen, until ctx ends or the worker fails.
-func serveFilterWorker(ctx context.Context, cfg config, failed <-chan error, reg *prometheus.Registry, log zerolog.Logger, lc *lifecycle, stopSignals func()) error {
+// serveBackground is --role filter-worker and --role sealer: the worker
+// (started by the caller), and /metrics, /healthz and /readyz on --listen,
+// until ctx ends or the worker fails.
+func serveBackground(ctx context.Context, cfg config, role string, failed <-chan error, reg *prometheus.Registry, log zerolog.Logger, lc *lifecycle, stopSignals func()) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -118,7 +127,7 @@ func serveFilterWorker(ctx context.Context, cfg config, failed <-chan error, reg
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-stopped:
-			http.Error(w, fmt.Sprintf("filter worker stopped: %v", workerErr), http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("%s stopped: %v", role, workerErr), http.StatusServiceUnavailable)
 		default:
 			_, _ = w.Write([]byte("ok\n"))
 		}
@@ -131,11 +140,11 @@ func serveFilterWorker(ctx context.Context, cfg config, failed <-chan error, reg
 		<-serveErr //nolint:errcheck // Serve's http.ErrServerClosed: Shutdown's error is the one to report
 		return err
 	})
-	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("role", roleWorker).Msg("aep-gateway serving")
+	log.Info().Str("listen", "http://"+ln.Addr().String()).Str("role", role).Msg("aep-gateway serving")
 	select {
 	case workerErr = <-failed:
 		close(stopped)
-		log.Error().Err(workerErr).Msg("filter worker stopped")
+		log.Error().Err(workerErr).Str("role", role).Msg("worker stopped")
 	case err := <-serveErr:
 		serveErr <- err
 		workerErr = fmt.Errorf("http server: %w", err)

@@ -38,7 +38,7 @@ func TestEmbeddedBoundsDefault(t *testing.T) {
 		t.Fatalf("embedded topic config = %+v", tc)
 	}
 	l := c.embeddedBounds()
-	if l.SegmentBytes != 4<<20 || l.TenantDisk != 12*(16+4+8)<<20 || l.TenantMemory != 2*l.TenantDisk {
+	if l.SegmentBytes != 4<<20 || l.TenantDisk != 12*(16+4+4+12)<<20 || l.AuditBytes != 4<<20 || l.TenantMemory != 2*l.TenantDisk {
 		t.Fatalf("bounds = %+v", l)
 	}
 	c.TopicRetentionBytes = 0

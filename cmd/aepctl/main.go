@@ -19,6 +19,8 @@ const (
 	exitUsage   = 2
 	exitNack    = 3 // control: the command was rejected or refused
 	exitTimeout = 4 // control: no acknowledgement within the window
+	// exitAudit (5, cmd_audit_log.go): audit verify or check-proof found
+	// the log, its checkpoints or the proof altered.
 )
 
 // errUsage marks a usage error (exit 2); the message was already printed.
@@ -80,7 +82,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "dead-letters", "deadletters", "dlq":
 		err = cmdDeadLetters(ctx, args[1:], stdout, stderr)
 	case "audit":
-		err = cmdAudit(ctx, args[1:], stdout, stderr)
+		if len(args) > 1 && auditSubcommands[args[1]] != nil {
+			err = auditSubcommands[args[1]](ctx, args[2:], stdout, stderr)
+		} else {
+			err = cmdAudit(ctx, args[1:], stdout, stderr)
+		}
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
@@ -141,6 +147,8 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 		return exitOK
 	case errors.Is(err, errUsage):
 		return exitUsage
+	case errors.Is(err, errAudit):
+		return exitAudit
 	case errors.Is(err, errRejected):
 		return exitFailed
 	case errors.Is(err, errNacked):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -174,9 +175,12 @@ func (s *Sealer) ensureAudit(ctx context.Context, topic, audit string) error {
 		}
 		return nil
 	}
-	forever, del := "-1", "delete"
+	forever, del, bytes := "-1", "delete", "-1"
+	if s.cfg.RetentionBytes > 0 {
+		bytes = strconv.FormatInt(s.cfg.RetentionBytes, 10)
+	}
 	resp, err := s.adm.CreateTopic(ctx, want, s.cfg.ReplicationFactor,
-		map[string]*string{"retention.ms": &forever, "retention.bytes": &forever, "cleanup.policy": &del}, audit)
+		map[string]*string{"retention.ms": &forever, "retention.bytes": &bytes, "cleanup.policy": &del}, audit)
 	if err == nil {
 		err = resp.Err
 	}
@@ -196,4 +200,3 @@ func (s *Sealer) ensureAudit(ctx context.Context, topic, audit string) error {
 	}
 	return fmt.Errorf("sealer: %s does not show in metadata", audit)
 }
-

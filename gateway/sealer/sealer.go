@@ -69,6 +69,9 @@ type Config struct {
 	// ReplicationFactor of the audit topics the sealer creates; 0 or -1
 	// means the broker's default.
 	ReplicationFactor int16
+	// RetentionBytes per partition of the audit topics the sealer creates;
+	// 0 keeps them whole (the embedded broker bounds them: docs/audit.md).
+	RetentionBytes int64
 	// MetadataMaxAge bounds how long a new tenant topic goes unsealed.
 	MetadataMaxAge time.Duration
 	// SessionTimeout is the group session timeout.

@@ -327,3 +327,30 @@ func TestKeysRoundTrip(t *testing.T) {
 		t.Fatal("a key whose bytes do not give its id accepted")
 	}
 }
+
+// When the audit topic's retention deleted the oldest checkpoints, the
+// epoch verifies from the oldest kept; with the audit topic whole, the
+// same gap is a finding (someone removed checkpoints).
+func TestAuditRetentionVerifiesFromTheOldestKept(t *testing.T) {
+	s := testSigner(t)
+	recs := logOf(3000)
+	cps := seal(NewChain("t1", 0), s, 0, recs, func(i int) bool { return i%500 == 0 })
+	kept := cps[3:]
+	in := PartitionInput{Partition: 0, Checkpoints: stored(kept), Records: logged(recs, 0), LogStart: 0, LogEnd: 3000, AuditStart: 3}
+	rep := Verify("t1", keysOf(s), []PartitionInput{in})
+	p := rep.Partitions[0]
+	if !rep.OK || p.Expired != kept[0].LeavesFrom+uint64(len(kept[0].Offsets)) || p.Verified+p.Expired != 3000 {
+		t.Fatalf("audit retention: %+v %v", p, rep.Findings)
+	}
+	in.AuditStart = 0
+	if rep := Verify("t1", keysOf(s), []PartitionInput{in}); rep.OK || rep.Findings[0].Kind != KindCheckpointLeaves {
+		t.Fatalf("checkpoints removed from a whole audit topic: %v", rep.Findings)
+	}
+	// a record altered after the oldest kept checkpoint is still found
+	in.AuditStart = 3
+	in.Records = append([]Logged(nil), in.Records...)
+	in.Records[2900].Content[0] ^= 1
+	if rep := Verify("t1", keysOf(s), []PartitionInput{in}); rep.OK || rep.Findings[0].Offset != 2900 {
+		t.Fatalf("altered record after audit retention: %v", rep.Findings)
+	}
+}

@@ -29,6 +29,10 @@ type PartitionInput struct {
 	Checkpoints      []Stored
 	Records          []Logged
 	LogStart, LogEnd int64
+	// AuditStart is the first retained offset of the audit partition:
+	// above 0, retention deleted its oldest checkpoints, and each epoch is
+	// verified from its oldest retained checkpoint's frontier on.
+	AuditStart int64
 }
 
 // Kinds of Finding. Any finding fails the verification.
@@ -71,7 +75,8 @@ type PartitionReport struct {
 	Checkpoints int   `json:"checkpoints"`
 	// Sealed counts the leaves of every epoch; Verified those whose record
 	// is in the log as sealed; Expired those below the log start (deleted
-	// by retention: see docs/audit.md).
+	// by retention: see docs/audit.md) or below the oldest checkpoint the
+	// audit topic's retention kept.
 	Sealed   uint64 `json:"sealed"`
 	Verified uint64 `json:"verified"`
 	Expired  uint64 `json:"expired"`
@@ -121,6 +126,7 @@ type leaf struct {
 
 type epochState struct {
 	heads  map[uint64]Head
+	cps    map[uint64]*Checkpoint
 	leaves map[uint64]leaf
 	size   uint64 // the largest head
 	seq    []leaf // leaves in index order, up to size (when complete)
@@ -177,7 +183,7 @@ func (v *partVerifier) readCheckpoints() map[uint32]*epochState {
 		v.rep.Checkpoints++
 		es := epochs[c.Head.Epoch]
 		if es == nil {
-			es = &epochState{heads: map[uint64]Head{}, leaves: map[uint64]leaf{}}
+			es = &epochState{heads: map[uint64]Head{}, cps: map[uint64]*Checkpoint{}, leaves: map[uint64]leaf{}}
 			epochs[c.Head.Epoch] = es
 		}
 		if h, ok := es.heads[c.Head.Size]; ok && h != c.Head {
@@ -185,6 +191,7 @@ func (v *partVerifier) readCheckpoints() map[uint32]*epochState {
 			continue
 		}
 		es.heads[c.Head.Size] = c.Head
+		es.cps[c.Head.Size] = c
 		es.size = max(es.size, c.Head.Size)
 		for i, off := range c.Offsets {
 			idx := c.LeavesFrom + uint64(i)
@@ -203,8 +210,25 @@ func (v *partVerifier) readCheckpoints() map[uint32]*epochState {
 // and checks its anchors and prev links.
 func (v *partVerifier) checkEpoch(e uint32, es *epochState, all map[uint32]*epochState) {
 	var tree merkle.Frontier
-	seq := make([]leaf, 0, es.size)
-	for i := uint64(0); i < es.size; i++ {
+	start := uint64(0)
+	if _, ok := es.leaves[0]; !ok && es.size > 0 && v.in.AuditStart > 0 {
+		// The audit topic's retention deleted the epoch's first
+		// checkpoints: go on from the oldest one kept whose frontier gives
+		// its signed root.
+		found := false
+		for size, c := range es.cps {
+			if f, err := c.FrontierState(); err == nil && (!found || size < start) {
+				tree, start, found = f, size, true
+			}
+		}
+		if !found {
+			v.add(KindCheckpointLeaves, -1, "epoch %d: no retained checkpoint to verify from", e)
+			return
+		}
+		v.rep.Expired += start
+	}
+	seq := make([]leaf, 0, es.size-start)
+	for i := start; i < es.size; i++ {
 		l, ok := es.leaves[i]
 		if !ok {
 			v.add(KindCheckpointLeaves, -1, "epoch %d: the leaf at index %d is in no checkpoint (the audit topic lost a record)", e, i)
@@ -227,7 +251,7 @@ func (v *partVerifier) checkEpoch(e uint32, es *epochState, all map[uint32]*epoc
 		if merkle.Hash(h.Root) != tree.Root() {
 			v.add(KindCheckpointRoot, l.offset, "epoch %d: the head of size %d does not match its leaves", e, n)
 		}
-		if h.FirstOffset != seq[0].offset || h.LastOffset != l.offset {
+		if (start == 0 && h.FirstOffset != seq[0].offset) || h.LastOffset != l.offset {
 			v.add(KindCheckpointLeaves, l.offset, "epoch %d: the head of size %d names offsets %d..%d, its leaves %d..%d", e, n, h.FirstOffset, h.LastOffset, seq[0].offset, l.offset)
 		}
 		v.checkPrev(e, h, es, all, l.offset)

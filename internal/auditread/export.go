@@ -27,9 +27,10 @@ type exportHeader struct {
 }
 
 type exportPartition struct {
-	Partition int32 `json:"partition"`
-	LogStart  int64 `json:"log_start"`
-	LogEnd    int64 `json:"log_end"`
+	Partition  int32 `json:"partition"`
+	LogStart   int64 `json:"log_start"`
+	LogEnd     int64 `json:"log_end"`
+	AuditStart int64 `json:"audit_start"`
 }
 
 // exportLine is every later line: an events record (kind "event") or a
@@ -76,7 +77,7 @@ func Export(ctx context.Context, opts []kgo.Opt, tenant string, t Topics, w io.W
 	}
 	bounds := exportHeader{Format: ExportFormat + "+bounds"}
 	for _, in := range parts {
-		bounds.Partitions = append(bounds.Partitions, exportPartition{in.Partition, in.LogStart, in.LogEnd})
+		bounds.Partitions = append(bounds.Partitions, exportPartition{in.Partition, in.LogStart, in.LogEnd, in.AuditStart})
 	}
 	put(bounds)
 	if werr == nil {
@@ -121,7 +122,7 @@ func ReadExport(r io.Reader, visit func(partition int32, offset int64, rec audit
 		if json.Unmarshal(raw, &b) == nil && b.Format == ExportFormat+"+bounds" {
 			for _, ep := range b.Partitions {
 				in := part(ep.Partition)
-				in.LogStart, in.LogEnd = ep.LogStart, ep.LogEnd
+				in.LogStart, in.LogEnd, in.AuditStart = ep.LogStart, ep.LogEnd, ep.AuditStart
 			}
 			sawBounds = true
 			continue

@@ -47,7 +47,7 @@ func Read(ctx context.Context, opts []kgo.Opt, t Topics, visit Visitor) ([]audit
 	}
 	parts := map[int32]*auditlog.PartitionInput{}
 	for p := range evEnd {
-		parts[p] = &auditlog.PartitionInput{Partition: p, LogStart: evStart[p], LogEnd: evEnd[p]}
+		parts[p] = &auditlog.PartitionInput{Partition: p, LogStart: evStart[p], LogEnd: evEnd[p], AuditStart: auStart[p]}
 	}
 	err = scan(ctx, opts, t.Events, evStart, evEnd, func(r *kgo.Record) {
 		rec := RecordOf(r)
