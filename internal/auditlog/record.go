@@ -8,7 +8,7 @@ package auditlog
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
+	"sync"
 
 	"github.com/aep-gateway/aep-gateway/internal/merkle"
 )
@@ -31,30 +31,30 @@ const contentDomain = "aep-audit-record/v1\x00"
 // key and value, every one prefixed by its length as 8 big-endian bytes,
 // then the timestamp in milliseconds as 8 big-endian bytes.
 func ContentHash(r Record) merkle.Hash {
-	h := sha256.New()
-	h.Write([]byte(contentDomain))
-	writeBytes(h, r.Key)
-	writeBytes(h, r.Value)
-	writeUint(h, uint64(len(r.Headers)))
+	bp := canonPool.Get().(*[]byte)
+	b := append((*bp)[:0], contentDomain...)
+	b = appendBytes(b, r.Key)
+	b = appendBytes(b, r.Value)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(r.Headers)))
 	for _, hd := range r.Headers {
-		writeBytes(h, hd.Key)
-		writeBytes(h, hd.Value)
+		b = appendBytes(b, hd.Key)
+		b = appendBytes(b, hd.Value)
 	}
-	writeUint(h, uint64(r.TimestampMs))
-	var out merkle.Hash
-	h.Sum(out[:0])
-	return out
+	b = binary.BigEndian.AppendUint64(b, uint64(r.TimestampMs))
+	sum := sha256.Sum256(b)
+	if cap(b) <= 1<<20 { // a huge record's buffer is not kept
+		*bp = b
+		canonPool.Put(bp)
+	}
+	return sum
 }
 
-func writeUint(h hash.Hash, n uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n)
-	h.Write(b[:])
-}
+// canonPool holds the buffers ContentHash writes the canonical bytes to.
+var canonPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-func writeBytes(h hash.Hash, b []byte) {
-	writeUint(h, uint64(len(b)))
-	h.Write(b)
+func appendBytes(b, v []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 // Leaf is the Merkle leaf hash of the record at offset whose content hash
