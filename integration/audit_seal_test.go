@@ -8,6 +8,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,6 +283,23 @@ func auditScenario(ctx context.Context, t *testing.T, s *auditSetup, cl *kgo.Cli
 		t.Fatal(err)
 	}
 	aepctlOK(ctx, t, s.nodes[0], "", "audit", "check-proof", "--keys", s.keys, good)
+	// the same from the gateway's endpoint, on the other node
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.nodes[1].URL+"/aep/audit/events/"+id+"/proof", nil)
+	req.Header.Set("Authorization", "Bearer k-acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET proof: %d %s", resp.StatusCode, body)
+	}
+	fromGateway := filepath.Join(dir, "gateway-proof.json")
+	if err := os.WriteFile(fromGateway, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aepctlOK(ctx, t, s.nodes[0], "", "audit", "check-proof", "--keys", s.keys, fromGateway)
 	var pf map[string]any
 	if err := json.Unmarshal([]byte(proof), &pf); err != nil {
 		t.Fatal(err)

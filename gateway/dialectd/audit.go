@@ -25,7 +25,8 @@ import (
 // without max_records, in the events topic and in the dead-letter topic.
 const DefaultAuditScan = 1_000_000
 
-// AuditHandler serves GET /aep/audit/events/{id}[?partition=P][&max_records=N]:
+// AuditHandler serves GET /aep/audit/events/{id}[?partition=P][&max_records=N]
+// and, with /proof after the id, the event's inclusion proof (proof.go):
 // security.md's minimum audit record of one event of the request's tenant
 // (id, type, source, target, created_at; the transport and auth identity
 // its record's headers name; its delivery status in every durable
@@ -88,6 +89,7 @@ func (h *AuditHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, ok := strings.CutPrefix(r.URL.Path, "/aep/audit/events/")
+	id, proof := strings.CutSuffix(id, "/proof")
 	if !ok || id == "" || strings.Contains(id, "/") || len(id) > 256 {
 		writeErr(w, http.StatusNotFound, aep.CodeDProtocolError, "GET /aep/audit/events/{id}", false, nil)
 		return
@@ -138,6 +140,10 @@ func (h *AuditHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg += " within the first " + strconv.Itoa(scan.Scanned) + " records read (max_records; give partition to narrow the search)"
 		}
 		writeErr(w, http.StatusNotFound, aep.CodeDProtocolError, msg, false, map[string]string{"scanned": strconv.Itoa(scan.Scanned)})
+		return
+	}
+	if proof {
+		h.proof(ctx, w, tn, scan.Found[0], maxRecords)
 		return
 	}
 	out, ok := h.record(ctx, w, r, scan.Found[0], maxRecords)

@@ -24,6 +24,9 @@ type Scan struct {
 func (e *Cluster) EventsTopic(t tenant.Tenant) string     { return e.cfg.Naming.Events(t.String()) }
 func (e *Cluster) DeadLetterTopic(t tenant.Tenant) string { return e.cfg.Naming.DeadLetter(t.String()) }
 
+// AuditTopic is the tenant's topic of signed checkpoints (docs/audit.md).
+func (e *Cluster) AuditTopic(t tenant.Tenant) string { return e.cfg.Naming.Audit(t.String()) }
+
 // FindRecords reads topic from the start of each partition (one, or every
 // one when partition < 0) to the end it had when the call began, and
 // returns the records match keeps, up to limit of them (the read stops at

@@ -57,67 +57,106 @@ func (pr ProofRecord) Record() Record {
 }
 
 // NewProof proves the record rec at offset in the largest signed head of
-// the latest epoch that sealed it, from the partition's checkpoints
-// (decoded, signatures checked by the caller's Verify or by Check later).
+// the latest epoch that sealed it, from the partition's checkpoints in
+// the audit topic's order (decoded; signatures are checked by Verify, or
+// by Proof.Check later).
 func NewProof(cps []*Checkpoint, offset int64, rec Record) (*Proof, error) {
-	type ep struct {
-		heads  map[uint64]*Checkpoint
-		leaves map[uint64]leaf
-	}
-	eps := map[uint32]*ep{}
+	s := NewProofScan(offset)
 	for _, c := range cps {
-		e := eps[c.Head.Epoch]
-		if e == nil {
-			e = &ep{heads: map[uint64]*Checkpoint{}, leaves: map[uint64]leaf{}}
-			eps[c.Head.Epoch] = e
-		}
-		e.heads[c.Head.Size] = c
-		for i, off := range c.Offsets {
-			e.leaves[c.LeavesFrom+uint64(i)] = leaf{off, merkle.Hash(c.Contents[i])}
-		}
+		s.Head(c)
 	}
-	var best *Proof
-	for epoch, e := range eps {
-		var top *Checkpoint
-		for _, c := range e.heads {
-			if top == nil || c.Head.Size > top.Head.Size {
-				top = c
-			}
-		}
-		if top == nil || top.Head.LastOffset < offset || top.Head.FirstOffset > offset {
-			continue
-		}
-		hs := make([]merkle.Hash, top.Head.Size)
-		index := uint64(0)
-		found := false
-		for i := range top.Head.Size {
-			l, ok := e.leaves[i]
-			if !ok {
-				return nil, fmt.Errorf("auditlog: epoch %d: the leaf at index %d is in no checkpoint", epoch, i)
-			}
-			hs[i] = Leaf(l.offset, l.content)
-			if l.offset == offset {
-				index, found = i, true
-			}
-		}
-		if !found || (best != nil && best.Head.Epoch > epoch) {
-			continue
-		}
-		path, err := merkle.InclusionProof(hs, int(index))
-		if err != nil {
-			return nil, err
-		}
-		best = &Proof{Version: proofVersion, Offset: offset, Index: index, Record: ProofRecordOf(rec),
-			Head: top.Head, KeyID: top.KeyID, Sig: top.Sig, AuditPath: digests(path)}
+	if err := s.Choose(); err != nil {
+		return nil, err
 	}
-	if best == nil {
-		return nil, ErrNotSealed
+	for _, c := range cps {
+		s.Leaves(c)
 	}
-	return best, nil
+	return s.Proof(rec)
 }
 
-// ErrNotSealed is returned by NewProof for a record no checkpoint covers
-// yet.
+// ProofScan builds a proof from a partition's checkpoints read twice, in
+// the audit topic's order: Head with each, Choose, Leaves with each, Proof.
+// It keeps O(log n) hashes, whatever the partition's size.
+type ProofScan struct {
+	offset int64
+	epochs map[uint32]*scanEpoch
+	epoch  uint32
+	top    *Checkpoint
+	index  uint64
+	path   *merkle.Path
+}
+
+type scanEpoch struct {
+	top   *Checkpoint
+	index uint64
+	found bool
+}
+
+// NewProofScan proves the record at offset.
+func NewProofScan(offset int64) *ProofScan {
+	return &ProofScan{offset: offset, epochs: map[uint32]*scanEpoch{}}
+}
+
+// Head reads c in the first pass.
+func (s *ProofScan) Head(c *Checkpoint) {
+	e := s.epochs[c.Head.Epoch]
+	if e == nil {
+		e = &scanEpoch{}
+		s.epochs[c.Head.Epoch] = e
+	}
+	if e.top == nil || c.Head.Size > e.top.Head.Size {
+		e.top = c
+	}
+	if !e.found {
+		for i, off := range c.Offsets {
+			if off == s.offset {
+				e.index, e.found = c.LeavesFrom+uint64(i), true
+			}
+		}
+	}
+}
+
+// Choose picks the latest epoch that sealed the record and its largest
+// head; ErrNotSealed when none did.
+func (s *ProofScan) Choose() error {
+	found := false
+	for n, e := range s.epochs {
+		if e.found && e.top.Head.Size > e.index && (!found || n > s.epoch) {
+			s.epoch, s.top, s.index, found = n, e.top, e.index, true
+		}
+	}
+	if !found {
+		return ErrNotSealed
+	}
+	var err error
+	s.path, err = merkle.NewPath(s.index, s.top.Head.Size)
+	return err
+}
+
+// Leaves reads c in the second pass.
+func (s *ProofScan) Leaves(c *Checkpoint) {
+	if c.Head.Epoch != s.epoch {
+		return
+	}
+	for i, off := range c.Offsets {
+		idx := c.LeavesFrom + uint64(i)
+		if idx == s.path.Next() && idx < s.top.Head.Size {
+			_ = s.path.Add(idx, Leaf(off, merkle.Hash(c.Contents[i])))
+		}
+	}
+}
+
+// Proof is the proof of rec, once both passes are done.
+func (s *ProofScan) Proof(rec Record) (*Proof, error) {
+	path, err := s.path.Proof()
+	if err != nil {
+		return nil, fmt.Errorf("auditlog: epoch %d: leaves missing from the checkpoints: %w", s.epoch, err)
+	}
+	return &Proof{Version: proofVersion, Offset: s.offset, Index: s.index, Record: ProofRecordOf(rec),
+		Head: s.top.Head, KeyID: s.top.KeyID, Sig: s.top.Sig, AuditPath: digests(path)}, nil
+}
+
+// ErrNotSealed is returned for a record no checkpoint covers yet.
 var ErrNotSealed = errors.New("auditlog: the record is not sealed yet")
 
 // Errors of Proof.Check.

@@ -231,3 +231,79 @@ func NewFrontier(size uint64, peaks []Hash) (Frontier, error) {
 	}
 	return Frontier{size: size, peaks: append([]Hash(nil), peaks...)}, nil
 }
+
+// Range is the leaves [Start, End) of a tree.
+type Range struct{ Start, End uint64 }
+
+// PathRanges are the leaf ranges whose heads make the audit path of leaf
+// index in a tree of size leaves, in the order of InclusionProof (leaf
+// first): a proof can be built by streaming the leaves once through a
+// Frontier per range, in O(log n) memory (Path).
+func PathRanges(index, size uint64) ([]Range, error) {
+	if index >= size {
+		return nil, errors.New("merkle: leaf index out of range")
+	}
+	var out []Range
+	lo, n := uint64(0), size
+	for n > 1 {
+		k := uint64(split(int(n)))
+		if index-lo < k {
+			out = append(out, Range{lo + k, lo + n})
+			n = k
+		} else {
+			out = append(out, Range{lo, lo + k})
+			lo, n = lo+k, n-k
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// Path builds an audit path from leaves streamed in index order (Add),
+// keeping one frontier per range of PathRanges.
+type Path struct {
+	ranges []Range
+	trees  []Frontier
+	next   uint64
+}
+
+// NewPath prepares the audit path of leaf index in a tree of size leaves.
+func NewPath(index, size uint64) (*Path, error) {
+	rs, err := PathRanges(index, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Path{ranges: rs, trees: make([]Frontier, len(rs))}, nil
+}
+
+// Add takes the next leaf (index order, from 0). It returns an error for
+// a leaf out of order.
+func (p *Path) Add(i uint64, leaf Hash) error {
+	if i != p.next {
+		return errors.New("merkle: leaves out of order")
+	}
+	p.next++
+	for j, r := range p.ranges {
+		if i >= r.Start && i < r.End {
+			p.trees[j].Append(leaf)
+		}
+	}
+	return nil
+}
+
+// Next is the index of the next leaf Add takes.
+func (p *Path) Next() uint64 { return p.next }
+
+// Proof is the audit path, once every leaf of the ranges was added.
+func (p *Path) Proof() ([]Hash, error) {
+	out := make([]Hash, len(p.ranges))
+	for j, r := range p.ranges {
+		if p.trees[j].Size() != r.End-r.Start {
+			return nil, errors.New("merkle: the leaves of the path were not all added")
+		}
+		out[j] = p.trees[j].Root()
+	}
+	return out, nil
+}

@@ -177,3 +177,41 @@ func TestFrontierRestoredFromPeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A path streamed through PathRanges equals InclusionProof for every
+// index of every size up to 70.
+func TestStreamedPathEqualsInclusionProof(t *testing.T) {
+	all := leaves(70)
+	for n := 1; n <= len(all); n++ {
+		for i := range n {
+			want, err := InclusionProof(all[:n], i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := NewPath(uint64(i), uint64(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Proof(); n > 1 && err == nil {
+				t.Fatalf("size %d index %d: a proof before any leaf", n, i)
+			}
+			for j, l := range all[:n] {
+				if err := p.Add(uint64(j), l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := p.Proof()
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("size %d index %d: %v, %d hashes want %d", n, i, err, len(got), len(want))
+			}
+			for k := range got {
+				if got[k] != want[k] {
+					t.Fatalf("size %d index %d: hash %d differs", n, i, k)
+				}
+			}
+		}
+	}
+	if p, _ := NewPath(0, 4); p.Add(1, all[1]) == nil {
+		t.Fatal("a leaf out of order accepted")
+	}
+}
