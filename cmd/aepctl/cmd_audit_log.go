@@ -39,7 +39,7 @@ type logSource struct {
 }
 
 func (s *logSource) register(fs *flag.FlagSet, exportFlag bool) {
-	fs.StringVar(&s.brokers, "brokers", os.Getenv("AEP_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $AEP_KAFKA_BROKERS); the gateway's embedded broker listens on 127.0.0.1:9092")
+	fs.StringVar(&s.brokers, "brokers", os.Getenv("AEP_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $AEP_KAFKA_BROKERS); the gateway's embedded broker listens on 127.0.0.1:19092")
 	fs.StringVar(&s.tenant, "tenant", "", "the tenant whose log is read")
 	fs.StringVar(&s.template, "topic-template", partitioning.DefaultTopicTemplate, "the gateway's --topic-template")
 	fs.StringVar(&s.events, "events-topic", "", "read this events topic instead of the tenant's (a copy, for instance)")
@@ -162,7 +162,13 @@ func printReport(w io.Writer, rep auditlog.Report) error {
 		fmt.Fprintln(w, f.String())
 	}
 	if rep.OK {
-		_, err := fmt.Fprintf(w, "verified: tenant %s, every sealed record is in the log as sealed\n", rep.Tenant)
+		var verified, expired uint64
+		unsealed := 0
+		for _, p := range rep.Partitions {
+			verified, expired, unsealed = verified+p.Verified, expired+p.Expired, unsealed+p.Unsealed
+		}
+		_, err := fmt.Fprintf(w, "verified: tenant %s: %d records in the log as sealed, %d expired, %d not sealed yet (the sealer checkpoints every few seconds)\n",
+			rep.Tenant, verified, expired, unsealed)
 		return err
 	}
 	names := make([]string, 0, len(kinds))

@@ -45,6 +45,8 @@ Usage:
                                             acknowledge or reject events of a durable subscription
   aepctl dead-letters [--limit N]           the newest dead letters of the tenant
   aepctl audit EVENT_ID [--partition N]     an event's audit record: who published it, its deliveries
+  aepctl audit verify|export|prove|check-proof
+                                            the log against its signed checkpoints (docs/audit.md)
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka

@@ -63,4 +63,3 @@ func (h *AuditHandler) proof(ctx context.Context, w http.ResponseWriter, tn tena
 	}
 	transport.WriteJSON(w, http.StatusOK, p)
 }
-

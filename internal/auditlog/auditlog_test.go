@@ -381,7 +381,9 @@ func BenchmarkSealRecord(b *testing.B) {
 func TestContentHashIsTheDocumentedBytes(t *testing.T) {
 	r := Record{Key: []byte("s1"), Value: []byte(`{"id":"e1"}`), Headers: []Header{{Key: []byte("aep-id"), Value: []byte("e1")}}, TimestampMs: 1700000000000}
 	var b []byte
-	u := func(n uint64) { b = append(b, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32), byte(n>>24), byte(n>>16), byte(n>>8), byte(n)) }
+	u := func(n uint64) {
+		b = append(b, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32), byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
 	lv := func(v []byte) { u(uint64(len(v))); b = append(b, v...) }
 	b = append(b, "aep-audit-record/v1\x00"...)
 	lv(r.Key)
