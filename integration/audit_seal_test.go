@@ -147,7 +147,28 @@ func TestAuditSealedLogVerifies(t *testing.T) {
 		for range 2 {
 			s.nodes = append(s.nodes, startGateway(t, s.args...))
 		}
+		// and a sealer-only process in the same group (--role sealer:
+		// /metrics, /healthz, /readyz on --listen)
+		sealerArgs := append([]string{"--role", "sealer"}, s.args...)
+		sp := startGateway(t, sealerArgs...)
 		auditScenario(ctx, t, s, b.Client(t))
+		resp, err := http.Get(sp.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		sealed := -1.0
+		for _, line := range strings.Split(string(metrics), "\n") {
+			if v, ok := strings.CutPrefix(line, "aep_audit_records_sealed_total "); ok {
+				_, _ = fmt.Sscan(v, &sealed)
+			}
+		}
+		// 6 partitions (two tenants) over 3 members: it had its share
+		if sealed <= 0 {
+			t.Fatalf("the sealer process sealed %v records", sealed)
+		}
+		t.Logf("the --role sealer process sealed %v records", sealed)
 	})
 	t.Run("embedded", func(t *testing.T) {
 		data := filepath.Join(t.TempDir(), "data")
