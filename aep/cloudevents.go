@@ -40,7 +40,7 @@ var ceExtName = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
 var (
 	// ErrForeignCloudEvent: a CloudEvent whose type is not under
 	// CETypeRoot is out of the mapping's scope (AEP-0005 §2 rule 3).
-	ErrForeignCloudEvent = errors.New("aep: not an AEP CloudEvent: its type is not under " + CETypeRoot)
+	ErrForeignCloudEvent = errors.New("aep: not an AEP CloudEvent: its type is not under the dev.aep root")
 	// ErrNotCloudEvent: not a CloudEvents 1.0 JSON event this mapping
 	// takes.
 	ErrNotCloudEvent = errors.New("aep: not a CloudEvents 1.0 structured JSON event")
