@@ -28,6 +28,9 @@ type rAccepted struct {
 	Accepted  int         `json:"accepted"`
 	Topic     string      `json:"topic"`
 	Positions []rPosition `json:"positions"`
+	// Diagnostics name what a CloudEvents request lost in the mapping
+	// (extension attributes whose names AEP cannot carry).
+	Diagnostics []string `json:"diagnostics,omitempty"`
 }
 
 type rUnavailable struct {
@@ -45,15 +48,18 @@ type rUnavailable struct {
 // the ones that did not (retry those with the same ids).
 func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	const d = aep.DialectR
-	if v := r.Header.Get(aep.HeaderAEPVersion); !aep.AcceptVersionHeader(v) {
+	mt, err := mediaType(r)
+	ce := ceModeOf(mt, r)
+	// A CloudEvent carries its AEP version as aepversion: the header is
+	// for AEP's own framings.
+	if v := r.Header.Get(aep.HeaderAEPVersion); !aep.AcceptVersionHeader(v) && (ce == ceNone || v != "") {
 		s.metrics.rejected(d, "version", 1)
 		writeJSON(w, http.StatusUpgradeRequired, map[string][]string{"versions": aep.SupportedVersions(d)})
 		return
 	}
-	mt, err := mediaType(r)
-	if err != nil || (mt != "application/json" && mt != "application/x-ndjson") {
+	if err != nil || (mt != "application/json" && mt != "application/x-ndjson" && ce == ceNone) {
 		if err == nil {
-			err = fmt.Errorf("Content-Type %s is not accepted: use application/json for one event or application/x-ndjson for a batch", mt)
+			err = fmt.Errorf("Content-Type %s is not accepted: use application/json for one event, application/x-ndjson for a batch, or a CloudEvents HTTP binding (application/cloudevents+json, application/cloudevents-batch+json, or binary mode)", mt)
 		}
 		s.metrics.rejected(d, "media-type", 1)
 		writeR(w, http.StatusUnsupportedMediaType, aep.CodeRInvalidEvent, err.Error())
@@ -77,14 +83,33 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var frames []frame
-	if mt == "application/x-ndjson" {
+	switch {
+	case ce == ceBinary:
+		var one []byte
+		if one, err = binaryCloudEvent(r, body); err != nil {
+			s.metrics.rejected(d, "cloudevents", 1)
+			writeR(w, http.StatusBadRequest, aep.CodeRInvalidEvent, "binary-mode CloudEvent: "+err.Error())
+			return
+		}
+		frames, err = splitJSON(one, false, lim.MaxEventBytes, 1, bufs.frames[:0])
+	case ce == ceBatch:
+		frames, err = splitJSON(body, true, lim.MaxEventBytes, lim.MaxBatchEvents, bufs.frames[:0])
+	case mt == "application/x-ndjson":
 		frames, err = splitNDJSON(body, lim.MaxEventBytes, lim.MaxBatchEvents, bufs.frames[:0])
-	} else {
+	default:
 		frames, err = splitJSON(body, false, lim.MaxEventBytes, 1, bufs.frames[:0])
 	}
 	if err != nil {
 		s.writeFramingR(w, err)
 		return
+	}
+	var diags []string
+	if ce != ceNone {
+		var bad *frame
+		if diags, bad, err = mapCloudEvents(frames); err != nil {
+			s.writeCloudEventError(w, bad, err)
+			return
+		}
 	}
 	s.metrics.batchSize.WithLabelValues(d.String()).Observe(float64(len(frames)))
 	if !s.admit(w, r, d, len(frames)) {
@@ -120,7 +145,7 @@ func (s *Server) handleIngestR(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.accepted(d, resp.Accepted)
 	if writeErr == nil {
-		writeAppended(w, http.StatusAccepted, &rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions})
+		writeAppended(w, http.StatusAccepted, &rAccepted{Accepted: resp.Accepted, Topic: s.topicName(r), Positions: resp.Positions, Diagnostics: diags})
 		return
 	}
 	s.rejectedWrite(d, TenantFrom(r.Context()), writeErr, len(resp.Failed))

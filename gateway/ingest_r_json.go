@@ -11,7 +11,18 @@ func (resp *rAccepted) appendJSON(dst []byte) ([]byte, error) {
 	dst = append(dst, `,"topic":`...)
 	dst = appendJSONString(dst, resp.Topic)
 	dst = append(dst, `,"positions":`...)
-	return append(appendRPositions(dst, resp.Positions), '}'), nil
+	dst = appendRPositions(dst, resp.Positions)
+	if len(resp.Diagnostics) > 0 {
+		dst = append(dst, `,"diagnostics":[`...)
+		for i, d := range resp.Diagnostics {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, d)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
 }
 
 // appendRPositions appends ps as encoding/json writes a []rPosition.

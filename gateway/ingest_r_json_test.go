@@ -13,6 +13,8 @@ func TestRAcceptedJSONMatchesEncodingJSON(t *testing.T) {
 			{Index: 1, Line: 3, Partition: 0, Offset: 0, Reused: true},
 		}},
 		"escaped topic": {Accepted: 1, Topic: "t<&>\"é\xff", Positions: []rPosition{{Partition: -1, Offset: -1}}},
+		"diagnostics": {Accepted: 1, Topic: "aep.acme.events", Positions: []rPosition{{Partition: 1, Offset: 2}},
+			Diagnostics: []string{`event 0: CloudEvents attribute "aep_bad" dropped`, "<\u2028>"}},
 	}
 	for name, resp := range cases {
 		if msg := sameAsEncodingJSON(&resp); msg != "" {
