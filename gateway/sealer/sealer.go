@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/aep-gateway/aep-gateway/internal/auditlog"
+	"github.com/aep-gateway/aep-gateway/internal/auditread"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -254,19 +255,11 @@ func (s *Sealer) sealLocked(r *kgo.Record) {
 		s.cfg.Logger.Warn().Str("topic", r.Topic).Int32("partition", r.Partition).Int64("from", last+1).Int64("to", r.Offset).
 			Msg("sealer: records were deleted before they were sealed (retention shorter than the sealer's downtime)")
 	}
-	content := auditlog.ContentHash(auditlog.Record{Key: r.Key, Value: r.Value, Headers: headersOf(r.Headers), TimestampMs: r.Timestamp.UnixMilli()})
+	content := auditlog.ContentHash(auditread.RecordOf(r))
 	s.metrics.sealed.Inc()
 	if c.Append(r.Offset, content, r.Timestamp.UnixMilli()) {
 		s.writeLocked(st, r.Partition)
 	}
-}
-
-func headersOf(hs []kgo.RecordHeader) []auditlog.Header {
-	out := make([]auditlog.Header, len(hs))
-	for i, h := range hs {
-		out[i] = auditlog.Header{Key: []byte(h.Key), Value: h.Value}
-	}
-	return out
 }
 
 // dueLocked writes the checkpoints due at now (all pending ones when
