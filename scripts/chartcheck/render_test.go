@@ -607,3 +607,37 @@ func TestSASLPasswordIsAFile(t *testing.T) {
 		t.Error("the SASL Secret is not a volume")
 	}
 }
+
+// The audit sealer in the gateway pods: the signing key is a mounted
+// Secret file, never an environment value; sealing on a real cluster
+// without one is refused.
+func TestAuditSealer(t *testing.T) {
+	ext := cases(t)["ci/external-values.yaml"]
+	m := render(t, "1.30.0", append(ext, "--set", "audit.seal=on", "--set", "audit.signingKey.existingSecret=audit-key",
+		"--set", "audit.publicKeys.existingSecret=audit-old")...)
+	c := container(t, m)
+	for name, want := range map[string]string{"AEP_AUDIT_SEAL": "on", "AEP_AUDIT_SIGNING_KEY": "/etc/aep-gateway/audit-signing/audit-signing.pem",
+		"AEP_AUDIT_PUBLIC_KEYS": "/etc/aep-gateway/audit-public/audit-public.pem", "AEP_AUDIT_CHECKPOINT_INTERVAL": "5s"} {
+		if e, _ := env(c, name); e.Value != want {
+			t.Errorf("%s = %q, want %q", name, e.Value, want)
+		}
+	}
+	secrets := map[string]bool{}
+	for _, v := range one[*appsv1.Deployment](t, m).Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secrets[v.Secret.SecretName] = true
+		}
+	}
+	if !secrets["audit-key"] || !secrets["audit-old"] {
+		t.Errorf("the audit key Secrets are not volumes: %v", secrets)
+	}
+	refused(t, "1.30.0", "audit.signingKey.existingSecret", append(ext, "--set", "audit.seal=on")...)
+	// the default, on a real cluster: off (auto), nothing mounted
+	c = container(t, render(t, "1.30.0", ext...))
+	if e, _ := env(c, "AEP_AUDIT_SEAL"); e.Value != "auto" {
+		t.Errorf("AEP_AUDIT_SEAL %q by default", e.Value)
+	}
+	if _, ok := env(c, "AEP_AUDIT_SIGNING_KEY"); ok {
+		t.Error("a signing key path without a Secret")
+	}
+}

@@ -160,6 +160,9 @@ Refuse configurations that cannot work, at render time rather than in a crash-lo
 {{- if and (include "aep-gateway.multiPod" .) (not (include "aep-gateway.hasCursorKeys" .)) }}
 {{- fail "more than one pod needs a shared cursor key: set cursorKeys.existingSecret or cursorKeys.generate=true (each pod would otherwise sign with its own random key and resumes on another pod would fail)" }}
 {{- end }}
+{{- if and (eq .Values.audit.seal "on") (not (include "aep-gateway.embedded" .)) (not .Values.audit.signingKey.existingSecret) }}
+{{- fail "audit.seal=on on a real cluster needs audit.signingKey.existingSecret: a Secret holding the Ed25519 signing key (docs/audit.md)" }}
+{{- end }}
 {{- if not (or (include "aep-gateway.hasAPIKeys" .) (include "aep-gateway.hasJWT" .) .Values.auth.allowUnauthenticated) }}
 {{- fail "no authentication: set auth.apiKeys, auth.existingSecret, auth.jwt.*, or auth.generatedKey.enabled=true (auth.allowUnauthenticated=true for development only)" }}
 {{- end }}
