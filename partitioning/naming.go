@@ -88,3 +88,8 @@ func (n Naming) Subscriptions(tenant string) string { return n.Events(tenant) + 
 // Audit is the tenant's audit topic: the signed checkpoints of its events
 // topic, partition for partition (docs/audit.md).
 func (n Naming) Audit(tenant string) string { return n.Events(tenant) + ".audit" }
+
+// CloudEvents is the tenant's CloudEvents topic: its dialect R events in the
+// CloudEvents Kafka protocol binding, partition for partition (the bridge,
+// docs/analytics.md).
+func (n Naming) CloudEvents(tenant string) string { return n.Events(tenant) + ".cloudevents" }

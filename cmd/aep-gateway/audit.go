@@ -24,7 +24,7 @@ func (c config) sealHere() bool {
 	switch {
 	case c.Role == roleSealer:
 		return true
-	case c.Role == roleWorker:
+	case c.Role == roleWorker || c.Role == roleBridge:
 		return false
 	case c.AuditSeal == "on":
 		return true

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
+	"github.com/aep-gateway/aep-gateway/gateway/cebridge"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
@@ -127,6 +129,11 @@ type config struct {
 	AuditInterval   time.Duration
 	AuditGroup      string
 
+	// CloudEvents bridge (docs/analytics.md).
+	CloudEventsBridge     bool
+	CloudEventsMaxCapture string
+	CloudEventsGroup      string
+
 	ShowVersion bool // --version: print the version and exit
 }
 
@@ -236,12 +243,15 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.OTelServiceName, "otel-service-name", envOr("OTEL_SERVICE_NAME", "aep-gateway"), "service.name of the traces (default: OTEL_SERVICE_NAME when set)")
 	fs.Float64(&c.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of new traces recorded, 0..1; a request or event with a traceparent follows its sampled flag")
 	fs.Int(&c.MetricsMaxTenants, "metrics-max-tenants", 100, "tenants that get their own series in per-tenant metrics (lag, redeliveries, dead letters); later tenants are counted under tenant=\"_other\"")
-	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), sealer (only the audit sealer, --audit-seal; same endpoints), or all (gateway and filter worker in one process)")
+	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), sealer (only the audit sealer, --audit-seal; same endpoints), bridge (only the CloudEvents bridge, --cloudevents-bridge; same endpoints), or all (gateway and filter worker in one process)")
 	fs.String(&c.AuditSeal, "audit-seal", "auto", "run the audit sealer in this process (docs/audit.md): on, off, or auto (on with the embedded broker, off with --kafka-brokers, where a --role sealer deployment does it); it seals every tenant topic into signed checkpoints on <events topic>.audit")
 	fs.String(&c.AuditSigningKey, "audit-signing-key", "", "PEM PKCS #8 Ed25519 private key that signs the audit checkpoints (openssl genpkey -algorithm ed25519); required to seal on a real cluster; empty with the embedded broker: <data-dir>/audit-signing.key, created on first start")
 	fs.String(&c.AuditPublicKeys, "audit-public-keys", "", "PEM PUBLIC KEY blocks of earlier signing keys, published beside the active one at /.well-known/aep-audit-keys so checkpoints they signed still verify after a rotation")
 	fs.Duration(&c.AuditInterval, "audit-checkpoint-interval", 5*time.Second, "how often the sealer checkpoints records sealed since the last checkpoint (it also checkpoints every 1024 records)")
 	fs.String(&c.AuditGroup, "audit-sealer-group", sealer.DefaultGroup, "consumer group of the audit sealers")
+	fs.Bool(&c.CloudEventsBridge, "cloudevents-bridge", false, "run the CloudEvents bridge in this process (--role bridge runs only it): every dialect R event of every tenant, as its CloudEvent (AEP-0005 §1, structured mode), exactly once into <events topic>.cloudevents, partition for partition (docs/analytics.md)")
+	fs.String(&c.CloudEventsMaxCapture, "cloudevents-max-capture", "metadata", "capture ceiling of the CloudEvents bridge: events above it are down-levelled before they are written (none, metadata, redacted, full)")
+	fs.String(&c.CloudEventsGroup, "cloudevents-bridge-group", cebridge.DefaultGroup, "consumer group of the CloudEvents bridges (and the prefix of their transactional ids, with --node-id)")
 	fs.String(&c.LiveDelivery, "live-delivery", "tail", "how live (best_effort/replayable) events reach this node: tail (a Kafka reader per tenant topic on every node that streams it) or workers (filter workers forward each match once per node to its partition of --live-delivery-topic); every node of a cluster must use the same mode, and workers needs filter workers running (docs/scaling.md)")
 	fs.String(&c.LiveRegistryTopic, "live-registry-topic", forward.DefaultRegistryTopic, "--live-delivery workers: compacted topic (one partition) where nodes register their live subscriptions for the filter workers")
 	fs.String(&c.LiveDeliveryTopic, "live-delivery-topic", forward.DefaultDeliveryTopic, "--live-delivery workers: topic the filter workers forward matches to, one partition per node (by hash of --node-id)")
@@ -340,8 +350,11 @@ func (c config) validate() error {
 	if c.MetricsMaxTenants < 1 || c.MetricsMaxTenants > 10000 {
 		return fmt.Errorf("--metrics-max-tenants %d: want 1..10000", c.MetricsMaxTenants)
 	}
-	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleSealer && c.Role != roleAll {
-		return fmt.Errorf("--role %q: want gateway, filter-worker, sealer or all", c.Role)
+	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleSealer && c.Role != roleBridge && c.Role != roleAll {
+		return fmt.Errorf("--role %q: want gateway, filter-worker, sealer, bridge or all", c.Role)
+	}
+	if _, ok := aep.ParseCapture(c.CloudEventsMaxCapture); !ok {
+		return fmt.Errorf("--cloudevents-max-capture %q: want none, metadata, redacted or full", c.CloudEventsMaxCapture)
 	}
 	if c.AuditSeal != "auto" && c.AuditSeal != "on" && c.AuditSeal != "off" {
 		return fmt.Errorf("--audit-seal %q: want auto, on or off", c.AuditSeal)

@@ -221,6 +221,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 			return serveBackground(ctx, cfg, roleSealer, sealerFailed, reg, log, lc, stopSignals)
 		}
 	}
+	var bridgeFailed <-chan error
+	if cfg.bridgeHere() {
+		if bridgeFailed, err = startBridge(cfg, opts, naming, reg, log, lc); err != nil {
+			return err
+		}
+		if cfg.Role == roleBridge {
+			return serveBackground(ctx, cfg, roleBridge, bridgeFailed, reg, log, lc, stopSignals)
+		}
+	}
 
 	keys, jwt, err := loadAuth(cfg)
 	if err != nil {
@@ -420,6 +429,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		serveFailed = fmt.Errorf("filter worker: %w", err)
 	case err := <-sealerFailed: // nil channel unless the sealer runs here
 		serveFailed = fmt.Errorf("audit sealer: %w", err)
+	case err := <-bridgeFailed: // nil channel unless the bridge runs here
+		serveFailed = fmt.Errorf("cloudevents bridge: %w", err)
 	case err := <-adminFailed: // nil channel without --admin-listen
 		serveFailed = fmt.Errorf("admin server: %w", err)
 	case <-ctx.Done():

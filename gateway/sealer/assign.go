@@ -2,15 +2,14 @@ package sealer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/internal/auditlog"
+	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
 // assigned is the group's AdjustFetchOffsetsFn: for each partition
@@ -156,47 +155,16 @@ func (s *Sealer) readLast(ctx context.Context, audit string, last map[int32]int6
 }
 
 // ensureAudit creates the audit topic with the events topic's partitions
-// (retention forever), or adds the partitions it lacks.
+// (retention forever, or RetentionBytes), or adds the partitions it lacks.
 func (s *Sealer) ensureAudit(ctx context.Context, topic, audit string) error {
-	td, err := s.adm.ListTopics(ctx, topic, audit)
-	if err != nil {
-		return fmt.Errorf("sealer: metadata of %s: %w", topic, err)
-	}
-	ev, ok := td[topic]
-	if !ok || ev.Err != nil {
-		return fmt.Errorf("sealer: metadata of %s: %v", topic, ev.Err)
-	}
-	want := int32(len(ev.Partitions))
-	if a, ok := td[audit]; ok && a.Err == nil {
-		if have := int32(len(a.Partitions)); have < want {
-			if _, err := s.adm.CreatePartitions(ctx, int(want-have), audit); err != nil && !errors.Is(err, kerr.InvalidPartitions) {
-				return fmt.Errorf("sealer: grow %s to %d partitions: %w", audit, want, err)
-			}
-		}
-		return nil
-	}
 	forever, del, bytes := "-1", "delete", "-1"
 	if s.cfg.RetentionBytes > 0 {
 		bytes = strconv.FormatInt(s.cfg.RetentionBytes, 10)
 	}
-	resp, err := s.adm.CreateTopic(ctx, want, s.cfg.ReplicationFactor,
-		map[string]*string{"retention.ms": &forever, "retention.bytes": &bytes, "cleanup.policy": &del}, audit)
-	if err == nil {
-		err = resp.Err
+	err := partitioning.EnsureMirror(ctx, s.prod, topic, audit, s.cfg.ReplicationFactor,
+		map[string]*string{"retention.ms": &forever, "retention.bytes": &bytes, "cleanup.policy": &del})
+	if err != nil {
+		return fmt.Errorf("sealer: %w", err)
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("sealer: create %s: %w", audit, err)
-	}
-	// a new topic takes a moment to show in metadata
-	for range 50 {
-		if td, err := s.adm.ListTopics(ctx, audit); err == nil && td[audit].Err == nil && len(td[audit].Partitions) >= int(want) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("sealer: %s does not show in metadata", audit)
+	return nil
 }

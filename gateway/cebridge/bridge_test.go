@@ -1,0 +1,213 @@
+package cebridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/partitioning"
+)
+
+func lines(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if l = bytes.TrimSpace(l); len(l) > 0 {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func canon(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// run starts a bridge of instance id until the test ends; stop ends it.
+func run(t *testing.T, k *gatewaytest.Kafka, id string, ceiling aep.Capture, reg prometheus.Registerer) (stop func() error) {
+	t.Helper()
+	var n partitioning.Naming
+	b, err := New(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(k.Cluster.ListenAddrs()...)}, Naming: n,
+		TopicRegexp: filterworker.TopicRegexp(n), InstanceID: id, MaxCapture: ceiling, SessionTimeout: 6 * time.Second,
+		Logger: zerolog.Nop(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := b.Run(ctx)
+		if err != nil {
+			t.Logf("bridge %s: %v", id, err)
+		}
+		done <- err
+	}()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// readCommitted reads every committed record of topic.
+func readCommitted(t *testing.T, k *gatewaytest.Kafka, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Cluster.ListenAddrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(500*time.Millisecond)) // the topic may not exist yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d records of %s within 20s", len(out), want, topic)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// Golden R events in a tenant topic come out of its CloudEvents topic, in
+// a transaction each poll, equal to the spec's pinned CloudEvents; D
+// events are skipped and counted; the content-type header names the
+// structured mode.
+func TestBridgeWritesThePinnedCloudEvents(t *testing.T) {
+	k := gatewaytest.NewKafka(t, "t1", 2)
+	golden := lines(t, "../../aep/testdata/r-golden.jsonl")[:12]
+	ces := lines(t, "../../aep/testdata/r-ce-expected.jsonl")
+	var recs []*kgo.Record
+	for i, g := range golden {
+		a, err := aep.Parse(g, aep.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: k.Topic, Partition: int32(i % 2), Key: []byte(a.Session), Value: g,
+			Headers: partitioning.AppendHeaders(nil, &a)})
+	}
+	if err := k.Prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	k.ProduceD(t, 0, "task.progress", "sd", 0) // no CloudEvents mapping: skipped
+	reg := prometheus.NewRegistry()
+	run(t, k, "n1", aep.CaptureFull, reg)
+	var n partitioning.Naming
+	out := readCommitted(t, k, n.CloudEvents("t1"), len(golden))
+	byID := map[string]string{}
+	for _, r := range out {
+		var ce struct {
+			ID, Source string
+		}
+		_ = json.Unmarshal(r.Value, &ce)
+		byID[ce.ID+" "+ce.Source] = canon(t, r.Value)
+		if h := r.Headers; len(h) != 1 || h[0].Key != "content-type" || string(h[0].Value) != ContentType {
+			t.Errorf("headers %v", h)
+		}
+	}
+	for i := range golden {
+		var ce struct {
+			ID, Source string
+		}
+		_ = json.Unmarshal(ces[i], &ce)
+		if byID[ce.ID+" "+ce.Source] != canon(t, ces[i]) {
+			t.Errorf("golden %d: got %s\nwant %s", i, byID[ce.ID+" "+ce.Source], ces[i])
+		}
+	}
+	if len(out) != len(golden) {
+		t.Fatalf("%d CloudEvents for %d R events", len(out), len(golden))
+	}
+	gatewaytest.Poll(t, "the D event counted as skipped", func() bool {
+		v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_cloudevents_bridge_skipped_total", map[string]string{"reason": "dialect_d"})
+		return v == 1
+	})
+	// the partition layout is the events topic's
+	ends, err := kadm.NewClient(k.Prod).ListEndOffsets(context.Background(), n.CloudEvents("t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p0, _ := ends.Lookup(n.CloudEvents("t1"), 0); p0.Offset < 6 {
+		t.Errorf("partition 0 of the CloudEvents topic ends at %d", p0.Offset)
+	}
+}
+
+// A bridge stopped and another started (new instance, same group) goes on
+// from the committed offsets: every event once, none lost, none twice.
+func TestBridgeRestartedWritesEachEventOnce(t *testing.T) {
+	k := gatewaytest.NewKafka(t, "t1", 3)
+	golden := lines(t, "../../aep/testdata/r-golden.jsonl")
+	base := golden[0]
+	produce := func(from, n int) {
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			ev := bytes.Replace(base, []byte(`"01JX9YB0AAAA0000000000GOLD"`), []byte(`"evt_`+itoa(i)+`"`), 1)
+			a, err := aep.Parse(ev, aep.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, &kgo.Record{Topic: k.Topic, Partition: int32(i % 3), Value: ev, Headers: partitioning.AppendHeaders(nil, &a)})
+		}
+		if err := k.Prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 500)
+	stop := run(t, k, "n1", aep.CaptureMetadata, nil)
+	produce(500, 500)
+	time.Sleep(200 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	produce(1000, 500)
+	run(t, k, "n2", aep.CaptureMetadata, nil)
+	var n partitioning.Naming
+	out := readCommitted(t, k, n.CloudEvents("t1"), 1500)
+	seen := map[string]int{}
+	for _, r := range out {
+		var ce struct{ ID string }
+		_ = json.Unmarshal(r.Value, &ce)
+		seen[ce.ID]++
+	}
+	for i := range 1500 {
+		if seen["evt_"+itoa(i)] != 1 {
+			t.Fatalf("evt_%d written %d times", i, seen["evt_"+itoa(i)])
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // nothing more comes
+	if again := readCommitted(t, k, n.CloudEvents("t1"), 1500); len(again) != 1500 || !reflect.DeepEqual(len(again), len(out)) {
+		t.Fatalf("%d records, want 1500", len(again))
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
