@@ -31,27 +31,42 @@ func TestCloudEventsBridgeExactlyOnceAcrossAKill(t *testing.T) {
 		"--cloudevents-bridge-group", prefix + "-bridges"}, common...)
 	bridge := startGateway(t, bridgeArgs...)
 
-	publish := func(from, n int) {
-		t.Helper()
-		for i := from; i < from+n; i += 100 {
+	// The publisher runs throughout; the bridge is killed while events
+	// flow (a third in) and restarted two thirds in, so the kill lands
+	// mid-stream, most likely mid-transaction.
+	const want = 4500
+	third := make(chan struct{})
+	twoThirds := make(chan struct{})
+	published := make(chan error, 1)
+	go func() {
+		for i := 0; i < want; i += 50 {
 			var batch []string
-			for j := i; j < i+100 && j < from+n; j++ {
+			for j := i; j < i+50; j++ {
 				batch = append(batch, rEvent(fmt.Sprintf("ce_s%02d", j%30), j))
 			}
 			res, err := g.post(ctx, "/events", "application/x-ndjson", map[string]string{"AEP-Version": "0.1"}, strings.Join(batch, "\n")+"\n")
 			if err != nil || res.status != 202 {
-				t.Fatalf("publish: %v %d %s", err, res.status, res.body)
+				published <- fmt.Errorf("publish: %v %d %s", err, res.status, res.body)
+				return
 			}
+			switch i + 50 {
+			case want / 3:
+				close(third)
+			case 2 * want / 3:
+				close(twoThirds)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-	}
-	publish(0, 1500)
-	time.Sleep(500 * time.Millisecond) // the bridge is mid-stream
+		published <- nil
+	}()
+	<-third
 	bridge.kill()
-	publish(1500, 1500)
+	<-twoThirds
 	startGateway(t, bridgeArgs...)
-	publish(3000, 1500)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
 
-	const want = 4500
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Seeds...), kgo.ConsumeTopics(naming.CloudEvents("default")),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.MetadataMinAge(200*time.Millisecond), kgo.MetadataMaxAge(time.Second))

@@ -116,8 +116,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(b.cfg.Group), kgo.ConsumeRegex(), kgo.ConsumeTopics(b.cfg.TopicRegexp.String()),
 		kgo.TransactionalID(b.cfg.Group+"-"+b.cfg.InstanceID), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.SessionTimeout(b.cfg.SessionTimeout),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMaxAge(10*time.Second),
-		kgo.RequireStableFetchOffsets())...)
+		// (KIP-447's RequireStable is always on in franz-go's group consumers)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMaxAge(10*time.Second))...)
 	if err != nil {
 		return fmt.Errorf("cebridge: client: %w", err)
 	}
@@ -178,7 +178,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 // An error is a CloudEvents topic that could not be provisioned.
 func (b *Bridge) mapRecord(ctx context.Context, cl *kgo.Client, r *kgo.Record) (*kgo.Record, error) {
 	var attrs aep.Attrs
-	if partitioning.DecodeHeaders(r.Headers, &attrs) != nil || attrs.Dialect != aep.DialectR {
+	if err := partitioning.DecodeHeaders(r.Headers, &attrs); err != nil {
+		b.skipped.WithLabelValues("invalid").Inc() // a record written around the gateway
+		return nil, nil                            //nolint:nilerr // skipped and counted, not a failure of the bridge
+	}
+	if attrs.Dialect != aep.DialectR {
 		b.skipped.WithLabelValues("dialect_d").Inc()
 		return nil, nil
 	}
