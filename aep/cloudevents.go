@@ -47,41 +47,130 @@ var (
 )
 
 // ToCloudEvent maps a dialect R event (valid: Parse accepted it) to its
-// CloudEvent, JSON format, structured mode (AEP-0005 §1).
+// CloudEvent, JSON format, structured mode (AEP-0005 §1). It scans the
+// event once with the package's scanner and copies each value's bytes: no
+// decoding of values, one allocation for the output.
 func ToCloudEvent(raw []byte) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("aep: cloudevent: %w", err)
+	var p parser
+	p.init(raw, Limits{})
+	if f := p.scanTop(); f != nil {
+		return nil, f.toError(DialectR)
 	}
-	var typ string
-	if err := json.Unmarshal(m["type"], &typ); err != nil || typ == "" {
+	// slots: the members the mapping names, by their place in ceOrder
+	var slot [ceDataSlot + 1]*member
+	var ext [24]int // extension members in document order (most events have none or a few)
+	exts := ext[:0]
+	for i := 0; i < p.n; i++ {
+		m := p.mem(i)
+		k := ceSlot(m.name)
+		switch {
+		case k >= 0:
+			slot[k] = m
+		case len(exts) < cap(ext):
+			exts = append(exts, i)
+		default:
+			return nil, errors.New("aep: cloudevent: more than 24 extension attributes")
+		}
+	}
+	typ := slot[ceTypeSlot]
+	if typ == nil || typ.kind != vString || typ.end-typ.start < 3 {
 		return nil, errors.New("aep: cloudevent: the event has no type")
 	}
-	w := newMemberWriter()
-	w.put("specversion", json.RawMessage(`"1.0"`)) // B1
-	for _, k := range cePassThrough {
-		if v, ok := m[k]; ok {
-			if k == "type" {
-				v, _ = json.Marshal(CETypeRoot + typ) // B3
-			}
-			w.put(k, v)
+	out := make([]byte, 0, len(raw)+160)
+	out = append(out, `{"specversion":"1.0"`...)
+	for k, name := range ceOrder {
+		m := slot[k]
+		if m == nil || k == ceDataSlot { // data goes last
+			continue
+		}
+		out = append(out, ',', '"')
+		out = append(out, name...)
+		out = append(out, '"', ':')
+		if k == ceTypeSlot {
+			out = appendCEType(out, m, raw)
+		} else {
+			out = append(out, m.raw(raw)...)
+		}
+		if k == ceTimeSlot && slot[ceDataSlot] != nil {
+			out = append(out, `,"datacontenttype":"application/json"`...) // B1
 		}
 	}
-	if _, ok := m["data"]; ok {
-		w.put("datacontenttype", json.RawMessage(`"application/json"`)) // B1
+	if slot[ceTimeSlot] == nil && slot[ceDataSlot] != nil {
+		out = append(out, `,"datacontenttype":"application/json"`...)
 	}
-	for _, a := range ceAttr { // B4, B5
-		if v, ok := m[a.aep]; ok {
-			w.put(a.ce, v)
+	for _, i := range exts { // extensions pass through (B4): their names are CloudEvents names
+		m := p.mem(i)
+		out = append(out, ',')
+		name, _ := json.Marshal(string(m.name))
+		out = append(out, name...)
+		out = append(out, ':')
+		out = append(out, m.raw(raw)...)
+	}
+	if d := slot[ceDataSlot]; d != nil {
+		out = append(out, `,"data":`...)
+		out = append(out, d.raw(raw)...)
+	}
+	return append(out, '}'), nil
+}
+
+// ceOrder is the forward mapping's output order of the members it names,
+// as CloudEvents names: B2's pass-through attributes, the B4/B5 table, and
+// data (written last).
+var ceOrder = func() []string {
+	out := []string{"id", "source", "type", "subject", "time"}
+	for _, a := range ceAttr {
+		out = append(out, a.ce)
+	}
+	out = append(out, "data")
+	if len(out) != ceDataSlot+1 {
+		panic("aep: ceOrder and ceDataSlot disagree")
+	}
+	return out
+}()
+
+// Slots of ceOrder the forward mapping treats apart.
+const (
+	ceTypeSlot = 2
+	ceTimeSlot = 4
+	ceDataSlot = 16 // len(ceOrder)-1: 5 pass-through + 11 mapped
+)
+
+// ceSlot is the ceOrder slot of the envelope member named name, -1 for an
+// extension.
+func ceSlot(name []byte) int {
+	switch string(name) {
+	case "id":
+		return 0
+	case "source":
+		return 1
+	case "type":
+		return ceTypeSlot
+	case "subject":
+		return 3
+	case "time":
+		return ceTimeSlot
+	case "data":
+		return ceDataSlot
+	}
+	for i, a := range ceAttr {
+		if string(name) == a.aep {
+			return 5 + i
 		}
 	}
-	for _, k := range sortedExtensions(m, rCoreAttrs) { // extensions pass through (B4)
-		w.put(k, m[k])
+	return -1
+}
+
+// appendCEType appends the type member m as its CloudEvents type (B3).
+func appendCEType(out []byte, m *member, raw []byte) []byte {
+	if !m.esc {
+		out = append(out, `"`+CETypeRoot...)
+		out = append(out, m.strBody(raw)...)
+		return append(out, '"')
 	}
-	if v, ok := m["data"]; ok {
-		w.put("data", v)
-	}
-	return w.bytes(), nil
+	var t string
+	_ = json.Unmarshal(m.raw(raw), &t) // scanned as a valid string
+	b, _ := json.Marshal(CETypeRoot + t)
+	return append(out, b...)
 }
 
 // FromCloudEvent maps an AEP CloudEvent back to its dialect R event

@@ -150,3 +150,16 @@ func TestCloudEventsRefused(t *testing.T) {
 		t.Errorf("core-named extension: %v, dropped %v", err, dropped)
 	}
 }
+
+// BenchmarkToCloudEvent is the bridge's mapping of one event (the tool
+// call of the golden corpus, ~600 bytes).
+func BenchmarkToCloudEvent(b *testing.B) {
+	raw := []byte(`{"aep":"0.1","id":"01JX9YB3P4T90000000000GOLD","type":"tool.completed","time":"2026-07-03T10:15:04.221Z","source":"aep://host-a/agent/claude-code/session/s_8f2c","agent":"claude-code","session":"s_8f2c","run":"r_0042","step":"turn-3","seq":3,"epoch":0,"cause":"01JX9YB2Z1QK0000000000GOLD","subject":"Bash","severity":"info","capture":"metadata","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","data":{"tool":{"name":"Bash","call_id":"t_91"},"status":"success","duration_ms":1240,"gen_ai.usage.input_tokens":142,"gen_ai.usage.output_tokens":87}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := ToCloudEvent(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
