@@ -116,6 +116,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(b.cfg.Group), kgo.ConsumeRegex(), kgo.ConsumeTopics(b.cfg.TopicRegexp.String()),
 		kgo.TransactionalID(b.cfg.Group+"-"+b.cfg.InstanceID), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.SessionTimeout(b.cfg.SessionTimeout),
+		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20), // a poll is one transaction: bounded
 		// (KIP-447's RequireStable is always on in franz-go's group consumers)
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMaxAge(10*time.Second))...)
 	if err != nil {
