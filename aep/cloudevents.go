@@ -28,10 +28,6 @@ var ceAttr = []struct{ aep, ce string }{
 	{"severity", "aepseverity"}, {"capture", "aepcapture"}, {"traceparent", "traceparent"},
 }
 
-// cePassThrough are CloudEvents' own attributes that the envelope shares
-// (rule B2), in output order; type is mapped by B3.
-var cePassThrough = []string{"id", "source", "type", "subject", "time"}
-
 // ceExtName is AEP-0001 §5.4's extension attribute grammar, which is
 // CloudEvents' attribute name grammar too.
 var ceExtName = regexp.MustCompile(`^[a-z0-9]{1,20}$`)
@@ -117,7 +113,7 @@ func ToCloudEvent(raw []byte) ([]byte, error) {
 // as CloudEvents names: B2's pass-through attributes, the B4/B5 table, and
 // data (written last).
 var ceOrder = func() []string {
-	out := []string{"id", "source", "type", "subject", "time"}
+	out := []string{"id", "source", "type", "subject", "time"} // B2's pass-through attributes (type by B3)
 	for _, a := range ceAttr {
 		out = append(out, a.ce)
 	}
