@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -19,21 +18,6 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
-
-func lines(t *testing.T, path string) [][]byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if l = bytes.TrimSpace(l); len(l) > 0 {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 func canon(t *testing.T, b []byte) string {
 	t.Helper()
@@ -106,8 +90,8 @@ func readCommitted(t *testing.T, k *gatewaytest.Kafka, topic string, want int) [
 // structured mode.
 func TestBridgeWritesThePinnedCloudEvents(t *testing.T) {
 	k := gatewaytest.NewKafka(t, "t1", 2)
-	golden := lines(t, "../../aep/testdata/r-golden.jsonl")[:12]
-	ces := lines(t, "../../aep/testdata/r-ce-expected.jsonl")
+	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")[:12]
+	ces := gatewaytest.FixtureLines(t, "../../aep/testdata/r-ce-expected.jsonl")
 	var recs []*kgo.Record
 	for i, g := range golden {
 		a, err := aep.Parse(g, aep.Limits{})
@@ -166,7 +150,7 @@ func TestBridgeWritesThePinnedCloudEvents(t *testing.T) {
 // from the committed offsets: every event once, none lost, none twice.
 func TestBridgeRestartedWritesEachEventOnce(t *testing.T) {
 	k := gatewaytest.NewKafka(t, "t1", 3)
-	golden := lines(t, "../../aep/testdata/r-golden.jsonl")
+	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")
 	base := golden[0]
 	produce := func(from, n int) {
 		var recs []*kgo.Record
