@@ -27,7 +27,7 @@ func TestCloudEventsBridgeExactlyOnceAcrossAKill(t *testing.T) {
 	common := []string{"--kafka-brokers", strings.Join(b.Seeds, ","), "--topic-template", naming.Template,
 		"--topic-partitions", "3", "--topic-replication-factor", "1"}
 	g := startGateway(t, common...)
-	bridgeArgs := append([]string{"--role", "bridge", "--node-id", "bridge-1", "--cloudevents-max-capture", "full",
+	bridgeArgs := append([]string{"--role", "bridge", "--cloudevents-bridge", "--node-id", "bridge-1", "--cloudevents-max-capture", "full",
 		"--cloudevents-bridge-group", prefix + "-bridges"}, common...)
 	bridge := startGateway(t, bridgeArgs...)
 

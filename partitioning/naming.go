@@ -93,3 +93,8 @@ func (n Naming) Audit(tenant string) string { return n.Events(tenant) + ".audit"
 // CloudEvents Kafka protocol binding, partition for partition (the bridge,
 // docs/analytics.md).
 func (n Naming) CloudEvents(tenant string) string { return n.Events(tenant) + ".cloudevents" }
+
+// OCSF is the tenant's OCSF topic: the security-relevant families of its
+// dialect R events as OCSF records, partition for partition (the bridge,
+// docs/analytics.md).
+func (n Naming) OCSF(tenant string) string { return n.Events(tenant) + ".ocsf" }

@@ -7,13 +7,14 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway"
-	"github.com/aep-gateway/aep-gateway/gateway/cebridge"
+	"github.com/aep-gateway/aep-gateway/gateway/bridge"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
@@ -129,10 +130,19 @@ type config struct {
 	AuditInterval   time.Duration
 	AuditGroup      string
 
-	// CloudEvents bridge (docs/analytics.md).
+	// Bridges (docs/analytics.md).
 	CloudEventsBridge     bool
 	CloudEventsMaxCapture string
 	CloudEventsGroup      string
+	OCSFBridge            bool
+	OCSFMaxCapture        string
+	OCSFGroup             string
+	OTLPLogsEndpoint      string
+	OTLPLogsHeaders       string
+	OTLPLogsMaxCapture    string
+	OTLPLogsGroup         string
+	OTLPLogsTimeout       time.Duration
+	BridgeRules           string
 
 	ShowVersion bool // --version: print the version and exit
 }
@@ -243,15 +253,24 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.OTelServiceName, "otel-service-name", envOr("OTEL_SERVICE_NAME", "aep-gateway"), "service.name of the traces (default: OTEL_SERVICE_NAME when set)")
 	fs.Float64(&c.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of new traces recorded, 0..1; a request or event with a traceparent follows its sampled flag")
 	fs.Int(&c.MetricsMaxTenants, "metrics-max-tenants", 100, "tenants that get their own series in per-tenant metrics (lag, redeliveries, dead letters); later tenants are counted under tenant=\"_other\"")
-	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), sealer (only the audit sealer, --audit-seal; same endpoints), bridge (only the CloudEvents bridge, --cloudevents-bridge; same endpoints), or all (gateway and filter worker in one process)")
+	fs.String(&c.Role, "role", "gateway", "what this process runs: gateway (the HTTP gateway), filter-worker (only a filter worker of --live-delivery workers: reads the tenant topics in the consumer group --filter-worker-group and forwards matches to the nodes; serves /metrics, /healthz and /readyz on --listen), sealer (only the audit sealer, --audit-seal; same endpoints), bridge (only the bridges turned on: --cloudevents-bridge, --ocsf-bridge, --otlp-logs-endpoint; same endpoints), or all (gateway and filter worker in one process)")
 	fs.String(&c.AuditSeal, "audit-seal", "auto", "run the audit sealer in this process (docs/audit.md): on, off, or auto (on with the embedded broker, off with --kafka-brokers, where a --role sealer deployment does it); it seals every tenant topic into signed checkpoints on <events topic>.audit")
 	fs.String(&c.AuditSigningKey, "audit-signing-key", "", "PEM PKCS #8 Ed25519 private key that signs the audit checkpoints (openssl genpkey -algorithm ed25519); required to seal on a real cluster; empty with the embedded broker: <data-dir>/audit-signing.key, created on first start")
 	fs.String(&c.AuditPublicKeys, "audit-public-keys", "", "PEM PUBLIC KEY blocks of earlier signing keys, published beside the active one at /.well-known/aep-audit-keys so checkpoints they signed still verify after a rotation")
 	fs.Duration(&c.AuditInterval, "audit-checkpoint-interval", 5*time.Second, "how often the sealer checkpoints records sealed since the last checkpoint (it also checkpoints every 1024 records)")
 	fs.String(&c.AuditGroup, "audit-sealer-group", sealer.DefaultGroup, "consumer group of the audit sealers")
-	fs.Bool(&c.CloudEventsBridge, "cloudevents-bridge", false, "run the CloudEvents bridge in this process (--role bridge runs only it): every dialect R event of every tenant, as its CloudEvent (AEP-0005 §1, structured mode), exactly once into <events topic>.cloudevents, partition for partition (docs/analytics.md)")
+	fs.Bool(&c.CloudEventsBridge, "cloudevents-bridge", false, "run the CloudEvents bridge in this process (--role bridge runs only bridges): every dialect R event of every tenant, as its CloudEvent (AEP-0005 §1, structured mode), exactly once into <events topic>.cloudevents, partition for partition (docs/analytics.md)")
 	fs.String(&c.CloudEventsMaxCapture, "cloudevents-max-capture", "metadata", "capture ceiling of the CloudEvents bridge: events above it are down-levelled before they are written (none, metadata, redacted, full)")
-	fs.String(&c.CloudEventsGroup, "cloudevents-bridge-group", cebridge.DefaultGroup, "consumer group of the CloudEvents bridges (and the prefix of their transactional ids, with --node-id)")
+	fs.String(&c.CloudEventsGroup, "cloudevents-bridge-group", bridge.DefaultCloudEventsGroup, "consumer group of the CloudEvents bridges (and the prefix of their transactional ids, with --node-id)")
+	fs.Bool(&c.OCSFBridge, "ocsf-bridge", false, "run the OCSF bridge in this process (--role bridge runs only bridges): the security-relevant dialect R families (sessions, tools, attention; AEP-0005 §4) as OCSF 1.8.0 records, exactly once into <events topic>.ocsf, partition for partition (docs/analytics.md)")
+	fs.String(&c.OCSFMaxCapture, "ocsf-max-capture", "metadata", "capture ceiling of the OCSF bridge (none, metadata, redacted, full)")
+	fs.String(&c.OCSFGroup, "ocsf-bridge-group", bridge.DefaultOCSFGroup, "consumer group of the OCSF bridges (and the prefix of their transactional ids, with --node-id)")
+	fs.String(&c.OTLPLogsEndpoint, "otlp-logs-endpoint", "", "run the OTLP logs bridge in this process: every dialect R event as an OTLP LogRecord (AEP-0005 §3), exported over OTLP/HTTP (JSON) to this URL (e.g. http://collector:4318/v1/logs), at least once: offsets are committed after the collector accepted, failures retried with backoff (docs/analytics.md)")
+	fs.String(&c.OTLPLogsHeaders, "otlp-logs-headers", "", "headers sent with every OTLP logs export, comma-separated key=value (e.g. authorization=Bearer%20t; values URL-decoded)")
+	fs.String(&c.OTLPLogsMaxCapture, "otlp-logs-max-capture", "metadata", "capture ceiling of the OTLP logs bridge (none, metadata, redacted, full); AEP-0005 §3.3's default")
+	fs.String(&c.OTLPLogsGroup, "otlp-logs-group", bridge.DefaultOTLPGroup, "consumer group of the OTLP logs bridges")
+	fs.Duration(&c.OTLPLogsTimeout, "otlp-logs-timeout", 10*time.Second, "bound on one OTLP logs export attempt (a timed-out attempt is retried: the collector may then hold its records twice)")
+	fs.String(&c.BridgeRules, "bridge-rules", "", "JSON file of per-tenant bridge rules: a dialect R filter, a lower capture ceiling, or off, per tenant (\"*\": the others) and bridge (docs/analytics.md); read at start")
 	fs.String(&c.LiveDelivery, "live-delivery", "tail", "how live (best_effort/replayable) events reach this node: tail (a Kafka reader per tenant topic on every node that streams it) or workers (filter workers forward each match once per node to its partition of --live-delivery-topic); every node of a cluster must use the same mode, and workers needs filter workers running (docs/scaling.md)")
 	fs.String(&c.LiveRegistryTopic, "live-registry-topic", forward.DefaultRegistryTopic, "--live-delivery workers: compacted topic (one partition) where nodes register their live subscriptions for the filter workers")
 	fs.String(&c.LiveDeliveryTopic, "live-delivery-topic", forward.DefaultDeliveryTopic, "--live-delivery workers: topic the filter workers forward matches to, one partition per node (by hash of --node-id)")
@@ -353,8 +372,27 @@ func (c config) validate() error {
 	if c.Role != roleGateway && c.Role != roleWorker && c.Role != roleSealer && c.Role != roleBridge && c.Role != roleAll {
 		return fmt.Errorf("--role %q: want gateway, filter-worker, sealer, bridge or all", c.Role)
 	}
-	if _, ok := aep.ParseCapture(c.CloudEventsMaxCapture); !ok {
-		return fmt.Errorf("--cloudevents-max-capture %q: want none, metadata, redacted or full", c.CloudEventsMaxCapture)
+	for flag, v := range map[string]string{"cloudevents-max-capture": c.CloudEventsMaxCapture, "ocsf-max-capture": c.OCSFMaxCapture, "otlp-logs-max-capture": c.OTLPLogsMaxCapture} {
+		if _, ok := aep.ParseCapture(v); !ok {
+			return fmt.Errorf("--%s %q: want none, metadata, redacted or full", flag, v)
+		}
+	}
+	if c.OTLPLogsEndpoint != "" {
+		if u, err := url.Parse(c.OTLPLogsEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--otlp-logs-endpoint %q: want an http or https URL", c.OTLPLogsEndpoint)
+		}
+	}
+	if _, err := parseHeaderList(c.OTLPLogsHeaders); err != nil {
+		return fmt.Errorf("--otlp-logs-headers: %w", err)
+	}
+	if c.OTLPLogsTimeout <= 0 {
+		return errors.New("--otlp-logs-timeout must be positive")
+	}
+	if c.Role == roleBridge && !c.CloudEventsBridge && !c.OCSFBridge && c.OTLPLogsEndpoint == "" {
+		return errors.New("--role bridge runs the bridges turned on: give --cloudevents-bridge, --ocsf-bridge or --otlp-logs-endpoint")
+	}
+	if _, err := bridge.LoadRules(c.BridgeRules); err != nil {
+		return err
 	}
 	if c.AuditSeal != "auto" && c.AuditSeal != "on" && c.AuditSeal != "off" {
 		return fmt.Errorf("--audit-seal %q: want auto, on or off", c.AuditSeal)

@@ -223,7 +223,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	}
 	var bridgeFailed <-chan error
 	if cfg.bridgeHere() {
-		if bridgeFailed, err = startBridge(cfg, opts, naming, reg, log, lc); err != nil {
+		if bridgeFailed, err = startBridges(cfg, opts, naming, reg, log, lc); err != nil {
 			return err
 		}
 		if cfg.Role == roleBridge {
@@ -429,8 +429,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		serveFailed = fmt.Errorf("filter worker: %w", err)
 	case err := <-sealerFailed: // nil channel unless the sealer runs here
 		serveFailed = fmt.Errorf("audit sealer: %w", err)
-	case err := <-bridgeFailed: // nil channel unless the bridge runs here
-		serveFailed = fmt.Errorf("cloudevents bridge: %w", err)
+	case err := <-bridgeFailed: // nil channel unless bridges run here
+		serveFailed = fmt.Errorf("bridge: %w", err)
 	case err := <-adminFailed: // nil channel without --admin-listen
 		serveFailed = fmt.Errorf("admin server: %w", err)
 	case <-ctx.Done():

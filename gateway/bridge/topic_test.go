@@ -1,9 +1,10 @@
-package cebridge
+package bridge
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -32,17 +33,34 @@ func canon(t *testing.T, b []byte) string {
 // run starts a bridge of instance id until the test ends; stop ends it.
 func run(t *testing.T, k *gatewaytest.Kafka, id string, ceiling aep.Capture, reg prometheus.Registerer) (stop func() error) {
 	t.Helper()
+	return runTopic(t, k, CloudEvents, id, ceiling, Rules{}, reg)
+}
+
+// runTopic starts a topic bridge of projection p.
+func runTopic(t *testing.T, k *gatewaytest.Kafka, p Projection, id string, ceiling aep.Capture, rules Rules, reg prometheus.Registerer) (stop func() error) {
+	t.Helper()
 	var n partitioning.Naming
-	b, err := New(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(k.Cluster.ListenAddrs()...)}, Naming: n,
-		TopicRegexp: filterworker.TopicRegexp(n), InstanceID: id, MaxCapture: ceiling, SessionTimeout: 6 * time.Second,
-		Logger: zerolog.Nop(), Registerer: reg})
+	m, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := NewTopic(TopicConfig{Projection: p, ClientOpts: []kgo.Opt{kgo.SeedBrokers(k.Cluster.ListenAddrs()...)}, Naming: n,
+		TopicRegexp: filterworker.TopicRegexp(n), Group: "g-" + p.Name, InstanceID: id, MaxCapture: ceiling, Rules: rules,
+		SessionTimeout: 6 * time.Second, Logger: zerolog.Nop(), Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runUntilStopped(t, id, b.Run)
+}
+
+// runUntilStopped runs fn in a goroutine until the test ends; stop ends it
+// and returns its error.
+func runUntilStopped(t *testing.T, id string, fn func(context.Context) error) (stop func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		err := b.Run(ctx)
+		err := fn(ctx)
 		if err != nil {
 			t.Logf("bridge %s: %v", id, err)
 		}
@@ -116,7 +134,7 @@ func TestBridgeWritesThePinnedCloudEvents(t *testing.T) {
 		}
 		_ = json.Unmarshal(r.Value, &ce)
 		byID[ce.ID+" "+ce.Source] = canon(t, r.Value)
-		if h := r.Headers; len(h) != 1 || h[0].Key != "content-type" || string(h[0].Value) != ContentType {
+		if h := r.Headers; len(h) != 1 || h[0].Key != "content-type" || string(h[0].Value) != ContentTypeCloudEvents {
 			t.Errorf("headers %v", h)
 		}
 	}
@@ -133,7 +151,7 @@ func TestBridgeWritesThePinnedCloudEvents(t *testing.T) {
 		t.Fatalf("%d CloudEvents for %d R events", len(out), len(golden))
 	}
 	gatewaytest.Poll(t, "the D event counted as skipped", func() bool {
-		v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_cloudevents_bridge_skipped_total", map[string]string{"reason": "dialect_d"})
+		v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_bridge_records_total", map[string]string{"bridge": "cloudevents", "tenant": "t1", "outcome": "dialect_d"})
 		return v == 1
 	})
 	// the partition layout is the events topic's
@@ -195,3 +213,118 @@ func TestBridgeRestartedWritesEachEventOnce(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// The OCSF bridge writes the pinned OCSF records of the security-relevant
+// families, nothing for the others (counted not_mapped).
+func TestBridgeWritesThePinnedOCSFRecords(t *testing.T) {
+	k := gatewaytest.NewKafka(t, "t1", 2)
+	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")
+	produceEvents(t, k, 2, golden)
+	var pins map[string]json.RawMessage
+	b, err := os.ReadFile("../../aep/testdata/r-ocsf-expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &pins); err != nil || len(pins) < 8 {
+		t.Fatalf("pins: %v", err)
+	}
+	mapped := 0
+	for _, g := range golden {
+		if rec, err := aep.ToOCSF(g, aep.CaptureMetadata); err == nil && rec != nil {
+			mapped++
+		}
+	}
+	reg := prometheus.NewRegistry()
+	runTopic(t, k, OCSF, "n1", aep.CaptureMetadata, Rules{}, reg)
+	var n partitioning.Naming
+	out := readCommitted(t, k, n.OCSF("t1"), mapped)
+	byUID := map[string]string{}
+	for _, r := range out {
+		var rec struct {
+			Metadata struct{ UID string }
+			Message  string
+		}
+		_ = json.Unmarshal(r.Value, &rec)
+		byUID[rec.Metadata.UID+" "+rec.Message] = canon(t, r.Value)
+		if h := r.Headers; len(h) != 1 || string(h[0].Value) != ContentTypeOCSF {
+			t.Errorf("headers %v", h)
+		}
+	}
+	for k, pin := range pins {
+		var rec struct {
+			Metadata struct{ UID string }
+			Message  string
+		}
+		_ = json.Unmarshal(pin, &rec)
+		if byUID[rec.Metadata.UID+" "+rec.Message] != canon(t, pin) {
+			t.Errorf("pin %s: got %s\nwant %s", k, byUID[rec.Metadata.UID+" "+rec.Message], pin)
+		}
+	}
+	if len(out) != mapped {
+		t.Fatalf("%d OCSF records, want %d", len(out), mapped)
+	}
+	gatewaytest.Poll(t, "the other families counted", func() bool {
+		v, _, _ := gatewaytest.MetricSeries(t, reg, "aep_bridge_records_total", map[string]string{"bridge": "ocsf", "tenant": "t1", "outcome": "not_mapped"})
+		return v == float64(len(golden)-mapped)
+	})
+}
+
+// A tenant's rule narrows its bridge: a filter leaves other types out
+// (counted filtered), a lower ceiling drops payloads, "off" leaves the
+// tenant out, and another tenant is unaffected.
+func TestBridgeRulesPerTenant(t *testing.T) {
+	k := gatewaytest.NewKafka(t, "t1", 1)
+	k2 := *k
+	k2.Topic = partitioning.Naming{}.Events("t2")
+	if _, err := kadm.NewClient(k.Prod).CreateTopic(context.Background(), 1, -1, nil, k2.Topic); err != nil {
+		t.Fatal(err)
+	}
+	rules, err := ParseRules([]byte(`{"tenants": {
+		"t1": {"cloudevents": {"filter": {"type": ["tool.*"]}, "max_capture": "none"}},
+		"*":  {"cloudevents": {"off": true}},
+		"t2": {"ocsf": {"off": true}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")
+	produceEvents(t, k, 1, golden)
+	produceEvents(t, &k2, 1, golden) // t2: its own entry names only ocsf, so cloudevents falls back to "*": off
+	tools := 0
+	for _, g := range golden {
+		a, _ := aep.Parse(g, aep.Limits{})
+		if len(a.Type) > 5 && a.Type[:5] == "tool." {
+			tools++
+		}
+	}
+	reg := prometheus.NewRegistry()
+	runTopic(t, k, CloudEvents, "n1", aep.CaptureFull, rules, reg)
+	var n partitioning.Naming
+	out := readCommitted(t, k, n.CloudEvents("t1"), tools)
+	for _, r := range out {
+		var ce struct {
+			Type string
+			Data json.RawMessage
+		}
+		_ = json.Unmarshal(r.Value, &ce)
+		if len(ce.Type) < 13 || ce.Type[:13] != "dev.aep.tool." {
+			t.Errorf("type %s passed a tool.* filter", ce.Type)
+		}
+		if len(ce.Data) > 0 && string(ce.Data) != "null" {
+			t.Errorf("%s: data %s at ceiling none", ce.Type, ce.Data)
+		}
+	}
+	gatewaytest.Poll(t, "the rest of t1 and all of t2 counted filtered", func() bool {
+		v1, _, _ := gatewaytest.MetricSeries(t, reg, "aep_bridge_records_total", map[string]string{"bridge": "cloudevents", "tenant": "t1", "outcome": "filtered"})
+		v2, _, _ := gatewaytest.MetricSeries(t, reg, "aep_bridge_records_total", map[string]string{"bridge": "cloudevents", "tenant": "t2", "outcome": "filtered"})
+		return v1 == float64(len(golden)-tools) && v2 == float64(len(golden))
+	})
+	if len(out) != tools {
+		t.Fatalf("%d CloudEvents, want %d", len(out), tools)
+	}
+	for _, bad := range []string{`{"tenants":{"t1":{"kafka":{}}}}`, `{"tenants":{"t1":{"ocsf":{"max_capture":"all"}}}}`,
+		`{"tenants":{"t1":{"ocsf":{"filter":{"agent":"claude*"}}}}}`, `{"tenant":{}}`, `[]`} {
+		if _, err := ParseRules([]byte(bad)); err == nil {
+			t.Errorf("ParseRules(%s) accepted", bad)
+		}
+	}
+}

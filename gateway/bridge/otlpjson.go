@@ -1,0 +1,188 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/aep-gateway/aep-gateway/aep"
+)
+
+// The OTLP/HTTP JSON encoding (OTLP specification, "JSON Protobuf
+// Encoding"): the protobuf messages in proto3's JSON mapping with lowerCamel
+// field names, 64-bit integers as decimal strings, and trace and span ids
+// as hex, not base64. aep.OTLPLogRecord is AEP-0005's data-model form (the
+// pins'); this is its wire form, one LogRecord at a time, grouped under
+// their resources by logsRequest.
+
+// ScopeName is the instrumentation scope of every exported LogRecord.
+const ScopeName = "dev.aep.gateway"
+
+// appendAnyValue appends the OTLP AnyValue of a JSON value.
+func appendAnyValue(dst []byte, raw json.RawMessage) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return dst, fmt.Errorf("otlp: value: %w", err)
+	}
+	return appendAny(dst, v), nil
+}
+
+func appendAny(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, "{}"...)
+	case bool:
+		return append(append(dst, `{"boolValue":`...), strconv.FormatBool(x)+"}"...)
+	case string:
+		dst = append(dst, `{"stringValue":`...)
+		b, _ := json.Marshal(x)
+		return append(append(dst, b...), '}')
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return append(append(dst, `{"intValue":"`...), strconv.FormatInt(i, 10)+`"}`...)
+		}
+		f, err := x.Float64()
+		if err != nil { // beyond float64: keep the digits
+			b, _ := json.Marshal(x.String())
+			return append(append(append(dst, `{"stringValue":`...), b...), '}')
+		}
+		return append(append(dst, `{"doubleValue":`...), strconv.FormatFloat(f, 'g', -1, 64)+"}"...)
+	case []any:
+		dst = append(dst, `{"arrayValue":{"values":[`...)
+		for i, e := range x {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendAny(dst, e)
+		}
+		return append(dst, "]}}"...)
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dst = append(dst, `{"kvlistValue":{"values":[`...)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendKV(dst, k, x[k])
+		}
+		return append(dst, "]}}"...)
+	}
+	return append(dst, "{}"...)
+}
+
+func appendKV(dst []byte, k string, v any) []byte {
+	kb, _ := json.Marshal(k)
+	dst = append(append(append(dst, `{"key":`...), kb...), `,"value":`...)
+	return append(appendAny(dst, v), '}')
+}
+
+// appendAttributes appends a KeyValue list, keys sorted.
+func appendAttributes(dst []byte, attrs map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	dst = append(dst, '[')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		kb, _ := json.Marshal(k)
+		dst = append(append(append(dst, `{"key":`...), kb...), `,"value":`...)
+		var err error
+		if dst, err = appendAnyValue(dst, attrs[k]); err != nil {
+			return dst, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']'), nil
+}
+
+// appendLogRecord appends r as an OTLP LogRecord.
+func appendLogRecord(dst []byte, r *aep.OTLPLogRecord) ([]byte, error) {
+	dst = append(dst, `{"timeUnixNano":"`...)
+	dst = strconv.AppendInt(dst, r.TimeUnixNano, 10)
+	dst = append(dst, `","eventName":`...)
+	name, _ := json.Marshal(r.EventName)
+	dst = append(dst, name...)
+	dst = append(dst, `,"severityText":"`...)
+	dst = append(dst, r.SeverityText...)
+	dst = append(dst, `","severityNumber":`...)
+	dst = strconv.AppendInt(dst, int64(r.SeverityNumber), 10)
+	if r.TraceID != "" {
+		dst = append(append(append(dst, `,"traceId":"`...), r.TraceID...), '"')
+	}
+	if r.SpanID != "" {
+		dst = append(append(append(dst, `,"spanId":"`...), r.SpanID...), '"')
+	}
+	if r.Flags != nil {
+		dst = strconv.AppendInt(append(dst, `,"flags":`...), int64(*r.Flags), 10)
+	}
+	var err error
+	dst = append(dst, `,"attributes":`...)
+	if dst, err = appendAttributes(dst, r.Attributes); err != nil {
+		return dst, err
+	}
+	if r.Body != nil {
+		body := map[string]any{}
+		for k, v := range r.Body {
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.UseNumber()
+			var x any
+			if err := dec.Decode(&x); err != nil {
+				return dst, fmt.Errorf("otlp: body %s: %w", k, err)
+			}
+			body[k] = x
+		}
+		dst = appendAny(append(dst, `,"body":`...), body)
+	}
+	return append(dst, '}'), nil
+}
+
+// exportItem is one encoded LogRecord and its resource.
+type exportItem struct {
+	resource string // the encoded resource attributes: the grouping key
+	record   []byte
+}
+
+// logsRequest is an ExportLogsServiceRequest of items, one ResourceLogs
+// per distinct resource in first-seen order.
+func logsRequest(items []exportItem) []byte {
+	var order []string
+	groups := map[string][][]byte{}
+	size := 64
+	for _, it := range items {
+		if _, ok := groups[it.resource]; !ok {
+			order = append(order, it.resource)
+		}
+		groups[it.resource] = append(groups[it.resource], it.record)
+		size += len(it.record) + 1
+	}
+	out := make([]byte, 0, size+len(order)*(128))
+	out = append(out, `{"resourceLogs":[`...)
+	for i, res := range order {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"resource":{"attributes":`...)
+		out = append(out, res...)
+		out = append(out, `},"scopeLogs":[{"scope":{"name":"`+ScopeName+`"},"logRecords":[`...)
+		for j, rec := range groups[res] {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, rec...)
+		}
+		out = append(out, "]}]}"...)
+	}
+	return append(out, "]}"...)
+}
