@@ -15,9 +15,9 @@ import (
 )
 
 // metricSum adds every series of the gateway's /metrics whose name (with
-// labels cut off) is name; with le it keeps only the histogram bucket of
-// that bound.
-func metricSum(t *testing.T, g *gatewayProc, name, le string) float64 {
+// labels cut off) is name and whose labels contain each of labels (e.g.
+// le="0.5", bridge="otlp").
+func metricSum(t *testing.T, g *gatewayProc, name string, labels ...string) float64 {
 	t.Helper()
 	resp, err := http.Get(g.URL + "/metrics")
 	if err != nil {
@@ -31,12 +31,15 @@ func metricSum(t *testing.T, g *gatewayProc, name, le string) float64 {
 			continue
 		}
 		series, v, ok := strings.Cut(line, " ")
-		n, labels, _ := strings.Cut(series, "{")
-		if !ok || n != name || (le != "" && !strings.Contains(labels, `le="`+le+`"`)) {
+		n, set, _ := strings.Cut(series, "{")
+		if !ok || n != name {
 			continue
 		}
+		for _, l := range labels {
+			ok = ok && strings.Contains(set, l)
+		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err == nil {
+		if ok && err == nil {
 			sum += f
 		}
 	}
@@ -117,10 +120,10 @@ func TestDurableStreamCost(t *testing.T) {
 		ids = append(ids, created.ID)
 	}
 	time.Sleep(3 * time.Second)
-	heap0 := metricSum(t, g, "go_memstats_heap_inuse_bytes", "")
-	req0 := metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count", "")
+	heap0 := metricSum(t, g, "go_memstats_heap_inuse_bytes")
+	req0 := metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count")
 	time.Sleep(idle)
-	reqIdle := (metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count", "") - req0) / idle.Seconds()
+	reqIdle := (metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count") - req0) / idle.Seconds()
 	for _, id := range ids {
 		resp, err := openDurableStream(ctx, g, id)
 		if err != nil {
@@ -129,10 +132,10 @@ func TestDurableStreamCost(t *testing.T) {
 		go func() { _, _ = io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
 	}
 	time.Sleep(5 * time.Second)
-	heap1 := metricSum(t, g, "go_memstats_heap_inuse_bytes", "")
-	req1 := metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count", "")
+	heap1 := metricSum(t, g, "go_memstats_heap_inuse_bytes")
+	req1 := metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count")
 	time.Sleep(idle)
-	reqOpen := (metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count", "") - req1) / idle.Seconds()
+	reqOpen := (metricSum(t, g, "aep_kafka_request_duration_e2e_seconds_count") - req1) / idle.Seconds()
 	t.Logf("%d open durable streams, idle: heap in use %+.0f KiB per stream (%.1f MiB -> %.1f MiB); Kafka requests/s: %.2f without streams, %.2f with them = %.3f per stream",
 		k, (heap1-heap0)/k/1024, heap0/(1<<20), heap1/(1<<20), reqIdle, reqOpen, (reqOpen-reqIdle)/k)
 }

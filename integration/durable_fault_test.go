@@ -254,7 +254,7 @@ func faultSession(c faultCase, s int) string {
 func (fc *faultCluster) redeliveryCounters(t *testing.T) map[*gatewayProc]float64 {
 	out := map[*gatewayProc]float64{}
 	for _, g := range fc.alive(nil) {
-		out[g] = metricSum(t, g, "aep_delivery_redeliveries_total", "")
+		out[g] = metricSum(t, g, "aep_delivery_redeliveries_total")
 	}
 	return out
 }
@@ -697,7 +697,7 @@ func (r *faultRun) inject(ctx context.Context) {
 	case r.kills < r.c.kills && got >= (r.kills+1)*r.n/3:
 		g := r.cur.node
 		if v, ok := r.counters[g]; ok {
-			r.gwRedeliv += metricSum(r.t, g, "aep_delivery_redeliveries_total", "") - v
+			r.gwRedeliv += metricSum(r.t, g, "aep_delivery_redeliveries_total") - v
 			delete(r.counters, g)
 		}
 		r.kills++
