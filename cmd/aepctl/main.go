@@ -47,6 +47,7 @@ Usage:
   aepctl audit EVENT_ID [--partition N]     an event's audit record: who published it, its deliveries
   aepctl audit verify|export|prove|check-proof
                                             the log against its signed checkpoints (docs/audit.md)
+  aepctl export --tenant T --brokers B      a tenant's CloudEvents, OCSF or events topic as JSON Lines
   aepctl gen [flags]                        print synthetic valid events as NDJSON
   aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
   aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		} else {
 			err = cmdAudit(ctx, args[1:], stdout, stderr)
 		}
+	case "export":
+		err = cmdExport(ctx, args[1:], stdout, stderr)
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
