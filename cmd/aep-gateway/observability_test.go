@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/gateway/bridge"
 	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
@@ -338,6 +339,9 @@ func engineMetricNames(t *testing.T) map[string]bool {
 	dc.Close()
 	if !rec.names["aep_delivery_durable_lag_records"] {
 		t.Fatalf("engine registered %v", rec.names)
+	}
+	if _, err := bridge.NewMetrics(rec); err != nil { // the bridges' series, registered where bridges run
+		t.Fatal(err)
 	}
 	return rec.names
 }

@@ -2,6 +2,7 @@ package chartcheck
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -640,4 +641,55 @@ func TestAuditSealer(t *testing.T) {
 	if _, ok := env(c, "AEP_AUDIT_SIGNING_KEY"); ok {
 		t.Error("a signing key path without a Secret")
 	}
+}
+
+// The bridges: off by default; turned on, each sets its flags; rules become
+// a ConfigMap mounted where --bridge-rules reads them, holding the values'
+// document; a malformed endpoint or ceiling is refused by the schema.
+func TestBridges(t *testing.T) {
+	ext := cases(t)["ci/external-values.yaml"]
+	c := container(t, render(t, "1.30.0", ext...))
+	for _, name := range []string{"AEP_CLOUDEVENTS_BRIDGE", "AEP_OCSF_BRIDGE", "AEP_OTLP_LOGS_ENDPOINT", "AEP_BRIDGE_RULES"} {
+		if _, ok := env(c, name); ok {
+			t.Errorf("%s set by default", name)
+		}
+	}
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(rules, []byte("bridges:\n  rules:\n    tenants:\n      acme:\n        cloudevents:\n          filter: {type: [\"tool.*\"]}\n          max_capture: redacted\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := render(t, "1.30.0", append(ext, "--set", "bridges.cloudevents.enabled=true", "--set", "bridges.ocsf.enabled=true",
+		"--set", "bridges.ocsf.maxCapture=none", "--set", "bridges.otlpLogs.endpoint=http://collector:4318/v1/logs", "-f", rules)...)
+	c = container(t, m)
+	for name, want := range map[string]string{"AEP_CLOUDEVENTS_BRIDGE": "true", "AEP_CLOUDEVENTS_MAX_CAPTURE": "metadata",
+		"AEP_CLOUDEVENTS_BRIDGE_GROUP": "aep-cloudevents-bridges", "AEP_OCSF_BRIDGE": "true", "AEP_OCSF_MAX_CAPTURE": "none",
+		"AEP_OTLP_LOGS_ENDPOINT": "http://collector:4318/v1/logs", "AEP_OTLP_LOGS_TIMEOUT": "10s", "AEP_OTLP_LOGS_GROUP": "aep-otlp-bridges",
+		"AEP_BRIDGE_RULES": "/etc/aep-gateway/bridge-rules/rules.json"} {
+		if e, _ := env(c, name); e.Value != want {
+			t.Errorf("%s = %q, want %q", name, e.Value, want)
+		}
+	}
+	mounted := false
+	for _, v := range c.VolumeMounts {
+		mounted = mounted || (v.Name == "bridge-rules" && v.MountPath == "/etc/aep-gateway/bridge-rules")
+	}
+	var cm *corev1.ConfigMap
+	for _, x := range all[*corev1.ConfigMap](m) {
+		if strings.HasSuffix(x.Name, "-bridge-rules") {
+			cm = x
+		}
+	}
+	if !mounted || cm == nil {
+		t.Fatalf("rules mounted %v, ConfigMap %v", mounted, cm)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(cm.Data["rules.json"]), &doc); err != nil {
+		t.Fatalf("rules.json %q: %v", cm.Data["rules.json"], err)
+	}
+	want := `{"tenants":{"acme":{"cloudevents":{"filter":{"type":["tool.*"]},"max_capture":"redacted"}}}}`
+	if got, _ := json.Marshal(doc); string(got) != want {
+		t.Errorf("rules.json %s, want %s", got, want)
+	}
+	refused(t, "1.30.0", "maxCapture", append(ext, "--set", "bridges.ocsf.maxCapture=all")...)
+	refused(t, "1.30.0", "endpoint", append(ext, "--set", "bridges.otlpLogs.endpoint=collector:4318")...)
 }
