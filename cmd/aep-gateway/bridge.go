@@ -74,12 +74,16 @@ func startBridges(cfg config, opts []kgo.Opt, naming partitioning.Naming, reg pr
 		run  func(context.Context) error
 	}
 	var runs []owned
+	ce := bridge.CloudEvents
+	if cfg.CloudEventsMode == "binary" {
+		ce = bridge.CloudEventsBinary
+	}
 	for _, tb := range []struct {
 		on      bool
 		p       bridge.Projection
 		group   string
 		ceiling string
-	}{{cfg.CloudEventsBridge, bridge.CloudEvents, cfg.CloudEventsGroup, cfg.CloudEventsMaxCapture},
+	}{{cfg.CloudEventsBridge, ce, cfg.CloudEventsGroup, cfg.CloudEventsMaxCapture},
 		{cfg.OCSFBridge, bridge.OCSF, cfg.OCSFGroup, cfg.OCSFMaxCapture}} {
 		if !tb.on {
 			continue

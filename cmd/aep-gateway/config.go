@@ -134,6 +134,7 @@ type config struct {
 	CloudEventsBridge     bool
 	CloudEventsMaxCapture string
 	CloudEventsGroup      string
+	CloudEventsMode       string
 	OCSFBridge            bool
 	OCSFMaxCapture        string
 	OCSFGroup             string
@@ -262,6 +263,7 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.Bool(&c.CloudEventsBridge, "cloudevents-bridge", false, "run the CloudEvents bridge in this process (--role bridge runs only bridges): every dialect R event of every tenant, as its CloudEvent (AEP-0005 §1, structured mode), exactly once into <events topic>.cloudevents, partition for partition (docs/analytics.md)")
 	fs.String(&c.CloudEventsMaxCapture, "cloudevents-max-capture", "metadata", "capture ceiling of the CloudEvents bridge: events above it are down-levelled before they are written (none, metadata, redacted, full)")
 	fs.String(&c.CloudEventsGroup, "cloudevents-bridge-group", bridge.DefaultCloudEventsGroup, "consumer group of the CloudEvents bridges (and the prefix of their transactional ids, with --node-id)")
+	fs.String(&c.CloudEventsMode, "cloudevents-mode", "structured", "the CloudEvents Kafka binding mode the bridge writes: structured (the value is the CloudEvent JSON) or binary (attributes in ce_ headers, the value the data alone)")
 	fs.Bool(&c.OCSFBridge, "ocsf-bridge", false, "run the OCSF bridge in this process (--role bridge runs only bridges): the security-relevant dialect R families (sessions, tools, attention; AEP-0005 §4) as OCSF 1.8.0 records, exactly once into <events topic>.ocsf, partition for partition (docs/analytics.md)")
 	fs.String(&c.OCSFMaxCapture, "ocsf-max-capture", "metadata", "capture ceiling of the OCSF bridge (none, metadata, redacted, full)")
 	fs.String(&c.OCSFGroup, "ocsf-bridge-group", bridge.DefaultOCSFGroup, "consumer group of the OCSF bridges (and the prefix of their transactional ids, with --node-id)")
@@ -376,6 +378,9 @@ func (c config) validate() error {
 		if _, ok := aep.ParseCapture(v); !ok {
 			return fmt.Errorf("--%s %q: want none, metadata, redacted or full", flag, v)
 		}
+	}
+	if c.CloudEventsMode != "structured" && c.CloudEventsMode != "binary" {
+		return fmt.Errorf("--cloudevents-mode %q: want structured or binary", c.CloudEventsMode)
 	}
 	if c.OTLPLogsEndpoint != "" {
 		if u, err := url.Parse(c.OTLPLogsEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

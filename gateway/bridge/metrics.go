@@ -3,8 +3,19 @@ package bridge
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Every bridge asks for fetches of at least fetchMinBytes, waiting up to
+// fetchMaxWait: at one event a request each produced batch is one record,
+// and without a minimum the broker answers a fetch per event (the audit
+// sealer measured 0.60x ingest that way, docs/benchmarks.md). A bridge is
+// thus up to fetchMaxWait behind a slow trickle.
+const (
+	fetchMinBytes = 512 << 10
+	fetchMaxWait  = 500 * time.Millisecond
 )
 
 // Metrics are the bridges' series, labelled by bridge (cloudevents, ocsf,

@@ -58,7 +58,8 @@ type OTLPConfig struct {
 // all of its records, and a failed export is retried, with backoff, until
 // it succeeds or the process stops. Run it once.
 type OTLPBridge struct {
-	cfg OTLPConfig
+	cfg     OTLPConfig
+	tenants tenantNames
 }
 
 // NewOTLP validates cfg.
@@ -90,15 +91,10 @@ func NewOTLP(cfg OTLPConfig) (*OTLPBridge, error) {
 	if cfg.BackoffMax < cfg.BackoffMin {
 		cfg.BackoffMax = max(10*time.Second, cfg.BackoffMin)
 	}
-	return &OTLPBridge{cfg: cfg}, nil
+	return &OTLPBridge{cfg: cfg, tenants: tenantNames{re: cfg.TopicRegexp}}, nil
 }
 
-func (b *OTLPBridge) tenantOf(topic string) string {
-	if m := b.cfg.TopicRegexp.FindStringSubmatch(topic); m != nil {
-		return m[1]
-	}
-	return ""
-}
+func (b *OTLPBridge) tenantOf(topic string) string { return b.tenants.of(topic) }
 
 // Run exports until ctx ends (nil; the offsets of a batch not yet accepted
 // stay uncommitted, and the next owner exports it again) or the client
@@ -109,6 +105,7 @@ func (b *OTLPBridge) Run(ctx context.Context) error {
 		kgo.ConsumerGroup(b.cfg.Group), kgo.ConsumeRegex(), kgo.ConsumeTopics(b.cfg.TopicRegexp.String()),
 		kgo.DisableAutoCommit(), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.SessionTimeout(b.cfg.SessionTimeout),
 		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20),
+		kgo.FetchMinBytes(fetchMinBytes), kgo.FetchMaxWait(fetchMaxWait),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.forget(NameOTLP, b.tenantOf, lost) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.forget(NameOTLP, b.tenantOf, lost) }),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMaxAge(10*time.Second))...)

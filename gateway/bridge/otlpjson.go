@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -20,8 +21,38 @@ import (
 // ScopeName is the instrumentation scope of every exported LogRecord.
 const ScopeName = "dev.aep.gateway"
 
-// appendAnyValue appends the OTLP AnyValue of a JSON value.
+// appendAnyValue appends the OTLP AnyValue of a JSON value. Scalars (the
+// attributes: every envelope member) are copied from their JSON text without
+// decoding: a JSON string is already a valid OTLP JSON string, a JSON
+// number without fraction or exponent an int64's digits. Objects and arrays
+// (payload members) are decoded.
 func appendAnyValue(dst []byte, raw json.RawMessage) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return dst, errors.New("otlp: empty value")
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		if !json.Valid(raw) {
+			return dst, errors.New("otlp: value: not a JSON string")
+		}
+		dst = append(dst, `{"stringValue":`...)
+		return append(append(dst, raw...), '}'), nil
+	case c == 't' || c == 'f':
+		if string(raw) != "true" && string(raw) != "false" {
+			return dst, errors.New("otlp: value: not JSON")
+		}
+		return append(append(append(dst, `{"boolValue":`...), raw...), '}'), nil
+	case c == 'n':
+		if string(raw) != "null" {
+			return dst, errors.New("otlp: value: not JSON")
+		}
+		return append(dst, "{}"...), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		if _, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+			return append(append(append(dst, `{"intValue":"`...), raw...), `"}`...), nil
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -79,9 +110,21 @@ func appendAny(dst []byte, v any) []byte {
 }
 
 func appendKV(dst []byte, k string, v any) []byte {
-	kb, _ := json.Marshal(k)
-	dst = append(append(append(dst, `{"key":`...), kb...), `,"value":`...)
+	dst = appendJSONString(append(dst, `{"key":`...), k)
+	dst = append(dst, `,"value":`...)
 	return append(appendAny(dst, v), '}')
+}
+
+// appendJSONString appends s as a JSON string: as is when it needs no
+// escaping (attribute keys, event names), else through encoding/json.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"')
 }
 
 // appendAttributes appends a KeyValue list, keys sorted.
@@ -96,8 +139,8 @@ func appendAttributes(dst []byte, attrs map[string]json.RawMessage) ([]byte, err
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		kb, _ := json.Marshal(k)
-		dst = append(append(append(dst, `{"key":`...), kb...), `,"value":`...)
+		dst = appendJSONString(append(dst, `{"key":`...), k)
+		dst = append(dst, `,"value":`...)
 		var err error
 		if dst, err = appendAnyValue(dst, attrs[k]); err != nil {
 			return dst, fmt.Errorf("attribute %s: %w", k, err)
@@ -112,8 +155,7 @@ func appendLogRecord(dst []byte, r *aep.OTLPLogRecord) ([]byte, error) {
 	dst = append(dst, `{"timeUnixNano":"`...)
 	dst = strconv.AppendInt(dst, r.TimeUnixNano, 10)
 	dst = append(dst, `","eventName":`...)
-	name, _ := json.Marshal(r.EventName)
-	dst = append(dst, name...)
+	dst = appendJSONString(dst, r.EventName)
 	dst = append(dst, `,"severityText":"`...)
 	dst = append(dst, r.SeverityText...)
 	dst = append(dst, `","severityNumber":`...)
@@ -133,17 +175,11 @@ func appendLogRecord(dst []byte, r *aep.OTLPLogRecord) ([]byte, error) {
 		return dst, err
 	}
 	if r.Body != nil {
-		body := map[string]any{}
-		for k, v := range r.Body {
-			dec := json.NewDecoder(bytes.NewReader(v))
-			dec.UseNumber()
-			var x any
-			if err := dec.Decode(&x); err != nil {
-				return dst, fmt.Errorf("otlp: body %s: %w", k, err)
-			}
-			body[k] = x
+		dst = append(dst, `,"body":{"kvlistValue":{"values":`...)
+		if dst, err = appendAttributes(dst, r.Body); err != nil {
+			return dst, fmt.Errorf("body: %w", err)
 		}
-		dst = appendAny(append(dst, `,"body":`...), body)
+		dst = append(dst, "}}"...)
 	}
 	return append(dst, '}'), nil
 }

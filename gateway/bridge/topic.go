@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -37,10 +38,16 @@ type Projection struct {
 	ContentType string
 	Topic       func(partitioning.Naming, string) string
 	Project     func(raw []byte, ceiling aep.Capture) (out []byte, ok bool, err error)
+	// Maps, when set, says from the routing attributes alone whether a type
+	// is projected at all (the others are counted not_mapped unparsed).
+	Maps func(typ string) bool
+	// Encode makes the record's value and headers of a projected event;
+	// nil: the projection is the value, ContentType its content-type header.
+	Encode func(out []byte) (value []byte, headers []kgo.RecordHeader, err error)
 }
 
 // CloudEvents is AEP-0005 §1: every R event as its CloudEvent, in the
-// Kafka binding's structured mode (binary mode is not written: docs/analytics.md).
+// Kafka binding's structured mode.
 var CloudEvents = Projection{Name: NameCloudEvents, ContentType: ContentTypeCloudEvents,
 	Topic: partitioning.Naming.CloudEvents,
 	Project: func(raw []byte, ceiling aep.Capture) ([]byte, bool, error) {
@@ -52,10 +59,51 @@ var CloudEvents = Projection{Name: NameCloudEvents, ContentType: ContentTypeClou
 		return ce, err == nil, err
 	}}
 
+// CloudEventsBinary is CloudEvents in the Kafka binding's binary mode:
+// every attribute a ce_ header (its canonical string form), datacontenttype
+// the content-type header, the value the data alone (empty without data).
+var CloudEventsBinary = Projection{Name: NameCloudEvents, Topic: partitioning.Naming.CloudEvents,
+	Project: CloudEvents.Project, Encode: binaryCloudEvent}
+
+func binaryCloudEvent(ce []byte) ([]byte, []kgo.RecordHeader, error) {
+	var attrs map[string]json.RawMessage
+	if err := json.Unmarshal(ce, &attrs); err != nil {
+		return nil, nil, fmt.Errorf("cloudevent: %w", err)
+	}
+	names := make([]string, 0, len(attrs))
+	for k := range attrs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	value := []byte{}
+	hs := make([]kgo.RecordHeader, 0, len(attrs))
+	for _, k := range names {
+		v := attrs[k]
+		switch k {
+		case "data":
+			value = v
+			continue
+		case "datacontenttype":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return nil, nil, fmt.Errorf("cloudevent datacontenttype: %w", err)
+			}
+			hs = append(hs, kgo.RecordHeader{Key: "content-type", Value: []byte(s)})
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil { // integers and booleans: their JSON text is the canonical string form
+			s = string(v)
+		}
+		hs = append(hs, kgo.RecordHeader{Key: "ce_" + k, Value: []byte(s)})
+	}
+	return value, hs, nil
+}
+
 // OCSF is AEP-0005 §4: the security-relevant families as OCSF records;
 // any other type is not mapped.
 var OCSF = Projection{Name: NameOCSF, ContentType: ContentTypeOCSF,
-	Topic: partitioning.Naming.OCSF,
+	Topic: partitioning.Naming.OCSF, Maps: aep.OCSFMaps,
 	Project: func(raw []byte, ceiling aep.Capture) ([]byte, bool, error) {
 		rec, err := aep.ToOCSF(raw, ceiling)
 		if err != nil || rec == nil {
@@ -98,6 +146,7 @@ type TopicConfig struct {
 // it once.
 type TopicBridge struct {
 	cfg     TopicConfig
+	tenants tenantNames
 	ensured map[string]int32 // destination topic -> partitions known to exist; Run's goroutine only
 }
 
@@ -112,7 +161,7 @@ func NewTopic(cfg TopicConfig) (*TopicBridge, error) {
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
 	}
-	return &TopicBridge{cfg: cfg, ensured: map[string]int32{}}, nil
+	return &TopicBridge{cfg: cfg, tenants: tenantNames{re: cfg.TopicRegexp}, ensured: map[string]int32{}}, nil
 }
 
 // defaults fills the settings every bridge shares.
@@ -146,6 +195,7 @@ func (b *TopicBridge) Run(ctx context.Context) error {
 		kgo.TransactionalID(b.cfg.Group+"-"+b.cfg.InstanceID), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.SessionTimeout(b.cfg.SessionTimeout),
 		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20), // a poll is one transaction: bounded
+		kgo.FetchMinBytes(fetchMinBytes), kgo.FetchMaxWait(fetchMaxWait),
 		// (KIP-447's RequireStable is always on in franz-go's group consumers)
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.forget(name, b.tenantOf, lost) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { m.forget(name, b.tenantOf, lost) }),
@@ -218,12 +268,7 @@ func (b *TopicBridge) Run(ctx context.Context) error {
 	}
 }
 
-func (b *TopicBridge) tenantOf(topic string) string {
-	if m := b.cfg.TopicRegexp.FindStringSubmatch(topic); m != nil {
-		return m[1]
-	}
-	return ""
-}
+func (b *TopicBridge) tenantOf(topic string) string { return b.tenants.of(topic) }
 
 // mapRecord is the projection's record of r and r's tenant; nil for a
 // record not bridged (counted). An error is a destination topic that could
@@ -244,6 +289,10 @@ func (b *TopicBridge) mapRecord(ctx context.Context, cl *kgo.Client, r *kgo.Reco
 		b.cfg.Metrics.count(p.Name, tenant, outcome, 1)
 		return nil, tenant, nil
 	}
+	if p.Maps != nil && !p.Maps(attrs.Type) {
+		b.cfg.Metrics.count(p.Name, tenant, outcomeNotMapped, 1)
+		return nil, tenant, nil
+	}
 	value, ok, err := p.Project(r.Value, ceiling)
 	if err != nil {
 		b.cfg.Metrics.count(p.Name, tenant, outcomeInvalid, 1)
@@ -261,6 +310,13 @@ func (b *TopicBridge) mapRecord(ctx context.Context, cl *kgo.Client, r *kgo.Reco
 		}
 		b.ensured[dst] = r.Partition + 1
 	}
+	headers := []kgo.RecordHeader{{Key: "content-type", Value: []byte(p.ContentType)}}
+	if p.Encode != nil {
+		if value, headers, err = p.Encode(value); err != nil {
+			b.cfg.Metrics.count(p.Name, tenant, outcomeInvalid, 1)
+			return nil, tenant, nil //nolint:nilerr // skipped and counted, not a failure of the bridge
+		}
+	}
 	return &kgo.Record{Topic: dst, Partition: r.Partition, Key: r.Key, Value: value, Timestamp: r.Timestamp,
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte(p.ContentType)}}}, tenant, nil
+		Headers: headers}, tenant, nil
 }

@@ -328,3 +328,63 @@ func TestBridgeRulesPerTenant(t *testing.T) {
 		}
 	}
 }
+
+// Binary mode: each pinned CloudEvent's attributes come back from the ce_
+// headers (canonical string forms), datacontenttype from content-type, and
+// data is the value.
+func TestBridgeWritesBinaryModeCloudEvents(t *testing.T) {
+	k := gatewaytest.NewKafka(t, "t1", 2)
+	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")[:16]
+	ces := gatewaytest.FixtureLines(t, "../../aep/testdata/r-ce-expected.jsonl")
+	produceEvents(t, k, 2, golden)
+	runTopic(t, k, CloudEventsBinary, "n1", aep.CaptureFull, Rules{}, nil)
+	var n partitioning.Naming
+	out := readCommitted(t, k, n.CloudEvents("t1"), len(golden))
+	got := map[string]*kgo.Record{}
+	for _, r := range out {
+		for _, h := range r.Headers {
+			if h.Key == "ce_id" {
+				got[string(h.Value)] = r
+			}
+		}
+	}
+	for i := range golden {
+		var want map[string]json.RawMessage
+		if err := json.Unmarshal(ces[i], &want); err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		_ = json.Unmarshal(want["id"], &id)
+		r := got[id]
+		if r == nil {
+			t.Fatalf("golden %d (%s): no binary-mode record", i, id)
+		}
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		for a, v := range want {
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				s = string(v)
+			}
+			switch a {
+			case "data":
+				if canon(t, r.Value) != canon(t, v) {
+					t.Errorf("golden %d: value %s, want data %s", i, r.Value, v)
+				}
+			case "datacontenttype":
+				if hs["content-type"] != s {
+					t.Errorf("golden %d: content-type %q, want %q", i, hs["content-type"], s)
+				}
+			default:
+				if hs["ce_"+a] != s {
+					t.Errorf("golden %d: ce_%s = %q, want %q", i, a, hs["ce_"+a], s)
+				}
+			}
+		}
+		if _, hasData := want["data"]; len(r.Headers) != len(want)-map[bool]int{true: 1}[hasData] {
+			t.Errorf("golden %d: %d headers for %d attributes", i, len(r.Headers), len(want))
+		}
+	}
+}

@@ -662,7 +662,7 @@ func TestBridges(t *testing.T) {
 		"--set", "bridges.ocsf.maxCapture=none", "--set", "bridges.otlpLogs.endpoint=http://collector:4318/v1/logs", "-f", rules)...)
 	c = container(t, m)
 	for name, want := range map[string]string{"AEP_CLOUDEVENTS_BRIDGE": "true", "AEP_CLOUDEVENTS_MAX_CAPTURE": "metadata",
-		"AEP_CLOUDEVENTS_BRIDGE_GROUP": "aep-cloudevents-bridges", "AEP_OCSF_BRIDGE": "true", "AEP_OCSF_MAX_CAPTURE": "none",
+		"AEP_CLOUDEVENTS_BRIDGE_GROUP": "aep-cloudevents-bridges", "AEP_CLOUDEVENTS_MODE": "structured", "AEP_OCSF_BRIDGE": "true", "AEP_OCSF_MAX_CAPTURE": "none",
 		"AEP_OTLP_LOGS_ENDPOINT": "http://collector:4318/v1/logs", "AEP_OTLP_LOGS_TIMEOUT": "10s", "AEP_OTLP_LOGS_GROUP": "aep-otlp-bridges",
 		"AEP_BRIDGE_RULES": "/etc/aep-gateway/bridge-rules/rules.json"} {
 		if e, _ := env(c, name); e.Value != want {
