@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -414,6 +415,20 @@ func (c *Conn) readOne(parked bool) bool {
 		return false
 	}
 	c.lastRead.Store(time.Now().UnixNano())
+	return c.handleSafely(typ, data)
+}
+
+// handleSafely hands a message over; a panic in the binding's handler (a
+// bug) ends this connection with 1011 internal_error, logged with its stack,
+// instead of the process.
+func (c *Conn) handleSafely(typ websocket.MessageType, data []byte) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("transport: websocket handler panicked: closing 1011 internal_error")
+			c.Close(websocket.StatusInternalError, "internal_error")
+			ok = false
+		}
+	}()
 	return c.handle(typ, data)
 }
 

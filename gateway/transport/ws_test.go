@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +21,7 @@ import (
 func wsServer(t testing.TB, cfg transport.WSConfig, serve func(*transport.Conn) func(websocket.MessageType, []byte) bool) (url string, served <-chan struct{}) {
 	t.Helper()
 	done := make(chan struct{})
+	var once sync.Once
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := transport.Upgrade(w, r, transport.UpgradeOptions{})
 		if err != nil {
@@ -27,7 +29,7 @@ func wsServer(t testing.TB, cfg transport.WSConfig, serve func(*transport.Conn) 
 		}
 		c := transport.NewConn(ws, cfg)
 		c.Serve(serve(c), nil)
-		close(done)
+		once.Do(func() { close(done) }) // the first connection's end
 	}))
 	t.Cleanup(hs.Close)
 	return "ws" + strings.TrimPrefix(hs.URL, "http"), done
@@ -214,4 +216,49 @@ func TestConnServeReturnsWhenThePeerLeaves(t *testing.T) {
 	cl := dial(t, url)
 	_ = cl.CloseNow()
 	waitServed(t, served)
+}
+
+// A handler that panics (a bug) ends its connection with 1011
+// internal_error, after the dialect's closing message, and the connection's
+// goroutines are joined; the server goes on serving others.
+func TestConnHandlerPanicClosesWith1011(t *testing.T) {
+	cfg := transport.WSConfig{Closing: func(reason string) []byte { return []byte("closing:" + reason) }}
+	url, served := wsServer(t, cfg, func(c *transport.Conn) func(websocket.MessageType, []byte) bool {
+		return func(_ websocket.MessageType, data []byte) bool {
+			if string(data) == "boom" {
+				var m map[string]int
+				m["x"]++ // a nil map write: a bug
+			}
+			c.Send([]byte("ok:" + string(data)))
+			return true
+		}
+	})
+	cl := dial(t, url)
+	ctx := context.Background()
+	for _, m := range []string{"1", "boom"} {
+		if err := cl.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"ok:1", "closing:internal_error"} {
+		if got, err := read(t, cl); err != nil || got != want {
+			t.Fatalf("read %q, %v; want %q", got, err, want)
+		}
+	}
+	_, err := read(t, cl)
+	if websocket.CloseStatus(err) != websocket.StatusInternalError {
+		t.Fatalf("after the panic: %v, want close 1011", err)
+	}
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Reason != "internal_error" {
+		t.Fatalf("close reason %v, want internal_error", err)
+	}
+	waitServed(t, served)
+	cl2 := dial(t, url) // the server still serves
+	if err := cl2.Write(ctx, websocket.MessageText, []byte("2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(t, cl2); err != nil || got != "ok:2" {
+		t.Fatalf("a new connection after the panic: %q, %v", got, err)
+	}
 }
