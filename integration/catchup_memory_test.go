@@ -108,8 +108,10 @@ func startMemGatewayOn(ctx context.Context, t *testing.T, broker []string, extra
 	// written straight to the broker just before allocates beside them
 	// (decoding and hashing the burst: these tests failed in CI with it
 	// on; docs/audit.md, "Costs", says what it is not bounded by).
-	g := startGateway(t, append(append(broker, "--topic-partitions", "4", "--max-connections-per-ip", "0", "--max-streams-per-tenant", "0",
-		"--audit-seal", "off"), extra...)...)
+	// AEP_CATCHUP_GATEWAY_ARGS adds flags (space-separated), e.g. to measure
+	// with catch-up pacing off: "--tenant-catchup-rate -1 --catchup-rate -1".
+	g := startGateway(t, append(append(append(broker, "--topic-partitions", "4", "--max-connections-per-ip", "0", "--max-streams-per-tenant", "0",
+		"--audit-seal", "off"), strings.Fields(os.Getenv("AEP_CATCHUP_GATEWAY_ARGS"))...), extra...)...)
 	hdr := http.Header{}
 	if len(extra) > 0 {
 		hdr.Set("Authorization", "Bearer "+attackerKey)

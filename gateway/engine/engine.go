@@ -18,6 +18,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/filtering"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/internal/membudget"
+	"github.com/aep-gateway/aep-gateway/internal/pace"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
@@ -37,6 +38,10 @@ const (
 	// node and per tenant.
 	DefaultMemoryBudget       = 256 << 20
 	DefaultTenantMemoryBudget = 64 << 20
+	// DefaultCatchUpRate and DefaultTenantCatchUpRate pace catch-ups
+	// (bytes decoded per second, docs/security.md "Catch-up pacing").
+	DefaultCatchUpRate       = 256 << 20
+	DefaultTenantCatchUpRate = 64 << 20
 )
 
 var (
@@ -108,12 +113,18 @@ type Config struct {
 	// tenant's) to take events before it reads on. Zero means the default;
 	// negative means no bound.
 	MemoryBudget, TenantMemoryBudget int64
+	// CatchUpRate and TenantCatchUpRate pace catching-up streams, in bytes
+	// decoded per second: on the node, and for each tenant, so that one
+	// tenant's replays leave the broker and the node time for the others
+	// (docs/security.md). Zero means the default; negative means no pacing.
+	CatchUpRate, TenantCatchUpRate float64
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
 type Engine struct {
 	cfg     Config
 	budget  *membudget.Budget // catching-up streams' queued bytes
+	pacer   *pace.Pacer       // catching-up streams' bytes per second
 	metrics *metrics
 	admCl   *kgo.Client
 	adm     *kadm.Client
@@ -161,6 +172,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.TenantMemoryBudget == 0 {
 		cfg.TenantMemoryBudget = DefaultTenantMemoryBudget
 	}
+	if cfg.CatchUpRate == 0 {
+		cfg.CatchUpRate = DefaultCatchUpRate
+	}
+	if cfg.TenantCatchUpRate == 0 {
+		cfg.TenantCatchUpRate = DefaultTenantCatchUpRate
+	}
 	mode, err := ParseLiveDelivery(string(cfg.LiveDelivery))
 	if err != nil {
 		return nil, err
@@ -182,6 +199,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
 		tails: map[string]*tail{}, node: node, budget: membudget.New(cfg.MemoryBudget, cfg.TenantMemoryBudget),
+		pacer: pace.New(cfg.CatchUpRate, cfg.TenantCatchUpRate),
 	}
 	e.metrics.registerBudget(cfg.Registerer, e.budget)
 	if cfg.LiveDelivery == LiveWorkers && e.startGoroutines(1) {

@@ -270,6 +270,7 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
+	prepaid := 0 // bytes paid to the pacer before the first fetch
 	sizer := fetchsize.New(s.e.cfg.ReaderFetchBytes)
 	held := &queueHold{e: s.e, tenant: s.t.tenant, q: s.q}
 	defer held.releaseAll()
@@ -318,6 +319,12 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			}
 		}
 		if cl == nil {
+			// The first fetch is paid before it is made: a tenant opening
+			// many catch-ups at once starts them at its pace, not all at once.
+			prepaid = int(s.e.cfg.ReaderFetchBytes)
+			if err := s.e.pacer.Wait(ctx, s.t.tenant, prepaid); err != nil {
+				return err
+			}
 			if cl, err = kgo.NewClient(append(s.e.readerOpts(s.t.topic, offs), sizer.Opts()...)...); err != nil {
 				return err
 			}
@@ -327,6 +334,17 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// Every fetch is paid (decoded bytes, matching or not) before its
+		// events are queued and the next poll: the tenant's catch-ups read
+		// at its rate (docs/security.md "Catch-up pacing").
+		fetched := 0
+		for it := fs.RecordIter(); !it.Done(); {
+			fetched += int(recordBytes(it.Next()))
+		}
+		if err := s.e.pacer.Wait(ctx, s.t.tenant, fetched-prepaid); err != nil {
+			return err
+		}
+		prepaid = 0
 		fs.EachError(func(topic string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
 				return // woken by the workers' markers
