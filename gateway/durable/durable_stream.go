@@ -646,6 +646,7 @@ func (s *DurableStream) run(ctx context.Context) {
 	s.j.unregister(s.w) // no more acks from the journal: the next holder applies them
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if !errors.Is(err, ErrLeaseLost) {
+		s.deadLetterRejected(cctx)
 		// a lost lease may already be someone else's: no commit (the
 		// release below is still true: this epoch delivers nothing more)
 		if cerr := s.commitAs(cctx, 0); cerr != nil {
@@ -976,6 +977,39 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 		out = append(out, DurableDelivery{Kind: DurableDeadLettered, Event: pe.ev, Attempt: pe.handed, Notice: notice, DeadLetter: p})
 	}
 	return out
+}
+
+// deadLetterRejected dead-letters, as the stream ends, the events its
+// consumer rejected that the loop had not written to the dead-letter topic
+// yet (a consumer that rejects and leaves at once), so that the final
+// commit covers them: otherwise the subscription shows them as lag until
+// its next holder applies the rejections from the journal. One that fails
+// to write stays for that holder.
+func (s *DurableStream) deadLetterRejected(ctx context.Context) {
+	now := s.req.clock()
+	var rejected []*pending
+	s.mu.Lock()
+	for i := 0; i < len(s.due); {
+		if pe := s.due[i]; pe.rejected != nil && !pe.settled {
+			heap.Remove(&s.due, i)
+			s.dropIDLocked(pe)
+			rejected = append(rejected, pe)
+			continue
+		}
+		i++
+	}
+	s.mu.Unlock()
+	for _, pe := range rejected {
+		if _, _, err := s.deadLetter(ctx, pe, now); err != nil {
+			s.e.cfg.Logger.Warn().Err(err).Str("group", s.req.Group).Msg("durable: dead-letter write at the stream's end (the next holder writes it)")
+			continue
+		}
+		s.mu.Lock()
+		s.settleLocked(pe)
+		s.stats.DeadLettered++
+		s.e.deadLetter(s.req.Tenant)
+		s.mu.Unlock()
+	}
 }
 
 // sessionTailLocked is pe followed by every later unsettled pending event

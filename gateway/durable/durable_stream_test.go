@@ -340,3 +340,40 @@ func mustDeadLetterJSON(t *testing.T, dl DeadLetter) []byte {
 	}
 	return b
 }
+
+// A consumer that rejects and leaves at once (aepctl consume --reject-types
+// at its last event): the stream's end dead-letters the rejection it had
+// not written yet, and the final commit covers it, so the subscription
+// shows no lag with no holder; exactly one dead letter either way.
+func TestDurableRejectThenCloseCommitsPastIt(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	for i := range 8 {
+		group := fmt.Sprintf("g-reject-close-%d", i)
+		startDurable(t, e, group)
+		s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
+		k.produce(0, "task.a", "s", 100+i)
+		d := recvD(t, s)
+		for d.Event.Attrs.ID != fmt.Sprintf("evt_s_%d", 100+i) { // the earlier rounds' events, acked
+			s.Ack(d.Event.Attrs.ID)
+			d = recvD(t, s)
+		}
+		if got := s.Reject(d.Event.Attrs.ID, "task_error", "cannot"); got != OutcomeRejected {
+			t.Fatalf("reject: %s", got)
+		}
+		s.Close() // at once: the loop may not have written the dead letter
+		if c := committed(t, e, group)[0].Offset; c != int64(i+1) {
+			t.Fatalf("round %d: committed %d after the stream closed, want %d", i, c, i+1)
+		}
+	}
+	readAll(t, k, partitioning.Naming{}.DeadLetter(testTenant), 8)
+	time.Sleep(200 * time.Millisecond) // a second dead letter of any would be written by now
+	ends, err := kadm.NewClient(k.prod).ListEndOffsets(context.Background(), partitioning.Naming{}.DeadLetter(testTenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	if n != 8 {
+		t.Fatalf("%d dead letters for 8 rejections", n)
+	}
+}
