@@ -226,8 +226,7 @@ func TestConnHandlerPanicClosesWith1011(t *testing.T) {
 	url, served := wsServer(t, cfg, func(c *transport.Conn) func(websocket.MessageType, []byte) bool {
 		return func(_ websocket.MessageType, data []byte) bool {
 			if string(data) == "boom" {
-				var m map[string]int
-				m["x"]++ // a nil map write: a bug
+				panic("a bug in the handler")
 			}
 			c.Send([]byte("ok:" + string(data)))
 			return true
