@@ -28,9 +28,10 @@ var exportTopics = map[string]func(partitioning.Naming, string) string{
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("export", "export --tenant T --brokers B [--from cloudevents|ocsf|events] [--out FILE]", stdout, stderr,
 		"Writes every record of a tenant's bridge topic (or its events topic) that is in\n"+
-			"Kafka now, read_committed, one record value per line (JSON Lines), partition after\n"+
-			"partition, each partition in offset order; then exits. The CloudEvents and OCSF\n"+
+			"Kafka now, read_committed, one record value per line (JSON Lines), partitions\n"+
+			"interleaved, each in offset order; then exits. The CloudEvents and OCSF\n"+
 			"topics are written by the gateway's bridges (--cloudevents-bridge, --ocsf-bridge).\n"+
+			"A bridge's transaction still open at the end is waited for (up to --timeout).\n"+
 			"DuckDB reads the file as a table: SELECT * FROM read_json_auto('FILE').\n")
 	brokers := fs.String("brokers", os.Getenv("AEP_KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $AEP_KAFKA_BROKERS); the gateway's embedded broker listens on --embedded-kafka-listen")
 	tenant := fs.String("tenant", "", "the tenant whose topic is read")
