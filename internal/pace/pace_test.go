@@ -54,3 +54,49 @@ func TestPacerSharesTenantsAndNode(t *testing.T) {
 		t.Fatal("a nil pacer must not wait")
 	}
 }
+
+// Start lets a tenant have n first fetches at once: the next waits for a
+// done, another tenant does not, and a cancelled wait returns its error.
+func TestPacerStartsAtMostNAtOnce(t *testing.T) {
+	p := New(0, 1<<30).WithStarts(2)
+	ctx := context.Background()
+	d1, err1 := p.Start(ctx, "a")
+	d2, err2 := p.Start(ctx, "a")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	third := make(chan func(), 1)
+	go func() {
+		d, err := p.Start(ctx, "a")
+		if err != nil {
+			t.Error(err)
+		}
+		third <- d
+	}()
+	select {
+	case <-third:
+		t.Fatal("a third start of tenant a while two are in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if db, err := p.Start(ctx, "b"); err != nil {
+		t.Fatal(err)
+	} else {
+		db()
+	}
+	d1()
+	d1() // twice: once
+	select {
+	case d3 := <-third:
+		d3()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the third start did not follow a done")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	d4, _ := p.Start(ctx, "a")
+	cancel()
+	if _, err := p.Start(cctx, "a"); err == nil {
+		t.Fatal("a cancelled start returned no error")
+	}
+	d2()
+	d4()
+}
