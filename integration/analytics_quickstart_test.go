@@ -152,4 +152,6 @@ func TestAnalyticsQuickstart(t *testing.T) {
 	if string(res) != want {
 		t.Fatalf("duckdb's answers differ from the events':\n got %s\nwant %s", res, want)
 	}
+	appendReport(t, EnvAnalyticsReport, fmt.Sprintf("docs/analytics.md quickstart: %s; DuckDB's answers equal the events' counts (%d tool rows)",
+		bytes.TrimSpace(out), len(keys)))
 }
