@@ -989,14 +989,14 @@ func (s *DurableStream) deadLetterRejected(ctx context.Context) {
 	now := s.req.clock()
 	var rejected []*pending
 	s.mu.Lock()
-	for i := 0; i < len(s.due); {
-		if pe := s.due[i]; pe.rejected != nil && !pe.settled {
-			heap.Remove(&s.due, i)
-			s.dropIDLocked(pe)
+	for _, pe := range s.due { // collected first: removing reorders the heap
+		if pe.rejected != nil && !pe.settled {
 			rejected = append(rejected, pe)
-			continue
 		}
-		i++
+	}
+	for _, pe := range rejected {
+		heap.Remove(&s.due, pe.hidx)
+		s.dropIDLocked(pe)
 	}
 	s.mu.Unlock()
 	for _, pe := range rejected {
