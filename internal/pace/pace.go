@@ -135,7 +135,7 @@ func (p *Pacer) tenant(name string) *tenantState {
 	if now.Sub(p.lastPrune) > time.Minute {
 		p.lastPrune = now
 		for t, st := range p.tenants {
-			if (st.lim == nil || st.lim.TokensAt(now) >= float64(p.tenantBurst)) && len(st.starts) == 0 {
+			if (st.lim == nil || st.lim.TokensAt(now) >= float64(p.tenantBurst)) && (st.starts == nil || len(st.starts) == 0) {
 				delete(p.tenants, t)
 			}
 		}
