@@ -103,7 +103,6 @@ type config struct {
 	MemoryBudget    int64
 	CatchUpRate     int64
 	TenantCatchUp   int64
-	CatchUpStarts   int
 	TenantBudget    int64
 	ShutdownTimeout time.Duration
 	DrainDelay      time.Duration
@@ -247,7 +246,6 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.Int64(&c.TenantBudget, "tenant-memory-budget", engine.DefaultTenantMemoryBudget, "the same bound for each tenant's streams, so that one tenant cannot take the node's budget (-1: no bound)")
 	fs.Int64(&c.CatchUpRate, "catchup-rate", engine.DefaultCatchUpRate, "bytes (decoded) per second that catching-up streams may read on this node in all (-1: unpaced; docs/security.md)")
 	fs.Int64(&c.TenantCatchUp, "tenant-catchup-rate", engine.DefaultTenantCatchUpRate, "bytes (decoded) per second that one tenant's catching-up streams may read together, so that one tenant's replays leave the broker time for the others' ingest (-1: unpaced)")
-	fs.Int(&c.CatchUpStarts, "tenant-catchup-starts", engine.DefaultCatchUpStarts, "catching-up streams of one tenant that may be making their first fetch at once (with pacing on): many replays opened together start this many at a time (-1: no bound)")
 	fs.Duration(&c.PartitionCheck, "partition-check", engine.DefaultPartitionCheck, "how often each node's readers of a tenant topic (live tails, durable streams) look for partitions an operator added; they read them from their start (0: never)")
 	fs.Duration(&c.DedupWindow, "dedup-window", dedup.DefaultTTL, "how long a node remembers an ingested event identity (tenant, source, id), to answer a retry with the first write's position instead of writing it again")
 	fs.Int(&c.DedupMaxEvents, "dedup-max-events", dedup.DefaultMax, "how many ingested event identities a node remembers at most (the oldest go first; 0: the default; -1: no idempotency window)")

@@ -304,7 +304,7 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		ClientOpts: engOpts, Naming: naming, Topics: prov, Registerer: reg, Logger: log,
 		NodeID: cfg.NodeID, MetricsMaxTenants: cfg.MetricsMaxTenants, PartitionCheck: cfg.partitionCheck(),
 		MemoryBudget: cfg.MemoryBudget, TenantMemoryBudget: cfg.TenantBudget,
-		CatchUpRate: float64(cfg.CatchUpRate), TenantCatchUpRate: float64(cfg.TenantCatchUp), CatchUpStarts: cfg.CatchUpStarts,
+		CatchUpRate: float64(cfg.CatchUpRate), TenantCatchUpRate: float64(cfg.TenantCatchUp),
 	})
 	if err != nil {
 		return err

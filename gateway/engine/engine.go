@@ -42,7 +42,6 @@ const (
 	// (bytes decoded per second, docs/security.md "Catch-up pacing").
 	DefaultCatchUpRate       = 256 << 20
 	DefaultTenantCatchUpRate = 64 << 20
-	DefaultCatchUpStarts     = 2
 )
 
 var (
@@ -119,10 +118,6 @@ type Config struct {
 	// tenant's replays leave the broker and the node time for the others
 	// (docs/security.md). Zero means the default; negative means no pacing.
 	CatchUpRate, TenantCatchUpRate float64
-	// CatchUpStarts bounds the catch-ups of one tenant that may be making
-	// their first fetch at once (with pacing on). Zero means
-	// DefaultCatchUpStarts; negative means no bound.
-	CatchUpStarts int
 }
 
 // Engine reads tenant topics and fans their events out to subscriptions.
@@ -183,9 +178,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.TenantCatchUpRate == 0 {
 		cfg.TenantCatchUpRate = DefaultTenantCatchUpRate
 	}
-	if cfg.CatchUpStarts == 0 {
-		cfg.CatchUpStarts = DefaultCatchUpStarts
-	}
 	mode, err := ParseLiveDelivery(string(cfg.LiveDelivery))
 	if err != nil {
 		return nil, err
@@ -207,7 +199,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, metrics: newMetrics(cfg.Registerer, cfg.MetricsMaxTenants), admCl: cl, adm: kadm.NewClient(cl), ctx: ctx, cancel: cancel,
 		tails: map[string]*tail{}, node: node, budget: membudget.New(cfg.MemoryBudget, cfg.TenantMemoryBudget),
-		pacer: pace.New(cfg.CatchUpRate, cfg.TenantCatchUpRate).WithStarts(cfg.CatchUpStarts),
+		pacer: pace.New(cfg.CatchUpRate, cfg.TenantCatchUpRate),
 	}
 	e.metrics.registerBudget(cfg.Registerer, e.budget)
 	if cfg.LiveDelivery == LiveWorkers && e.startGoroutines(1) {

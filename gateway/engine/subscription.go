@@ -270,9 +270,7 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 	}()
 	var replayed uint64
 	var attrs aep.Attrs
-	prepaid := 0         // bytes paid to the pacer before the first fetch
-	started := func() {} // says the first fetch is done: the tenant's next reader may start
-	defer func() { started() }()
+	prepaid := 0 // bytes paid to the pacer before the first fetch
 	sizer := fetchsize.New(s.e.cfg.ReaderFetchBytes)
 	held := &queueHold{e: s.e, tenant: s.t.tenant, q: s.q}
 	defer held.releaseAll()
@@ -323,10 +321,6 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 		if cl == nil {
 			// The first fetch is paid before it is made: a tenant opening
 			// many catch-ups at once starts them at its pace, not all at once.
-			if started, err = s.e.pacer.Start(ctx, s.t.tenant); err != nil {
-				started = func() {}
-				return err
-			}
 			prepaid = int(s.e.cfg.ReaderFetchBytes)
 			if err := s.e.pacer.Wait(ctx, s.t.tenant, prepaid); err != nil {
 				return err
@@ -351,7 +345,6 @@ func (s *Subscription) readUntilJoined(ctx context.Context, from []cursor.Partit
 			return err
 		}
 		prepaid = 0
-		started()
 		fs.EachError(func(topic string, p int32, err error) {
 			if errors.Is(err, context.Canceled) {
 				return // woken by the workers' markers

@@ -19,16 +19,9 @@ type Pacer struct {
 	tenantRate  rate.Limit    // 0: no tenant rate
 	tenantBurst int
 
-	starts int // first fetches a tenant may have in flight at once; 0: any number
-
 	mu        sync.Mutex
-	tenants   map[string]*tenantState // guarded by mu
-	lastPrune time.Time               // guarded by mu
-}
-
-type tenantState struct {
-	lim    *rate.Limiter // nil without a tenant rate
-	starts chan struct{} // nil without a bound on starts
+	tenants   map[string]*rate.Limiter // guarded by mu
+	lastPrune time.Time                // guarded by mu
 }
 
 // New paces at node bytes per second in all and tenant bytes per second
@@ -40,7 +33,7 @@ func New(node, tenant float64) *Pacer {
 	if node <= 0 && tenant <= 0 {
 		return nil
 	}
-	p := &Pacer{tenants: map[string]*tenantState{}}
+	p := &Pacer{tenants: map[string]*rate.Limiter{}}
 	if node > 0 {
 		p.node = rate.NewLimiter(rate.Limit(node), burstOf(node))
 	}
@@ -48,32 +41,6 @@ func New(node, tenant float64) *Pacer {
 		p.tenantRate, p.tenantBurst = rate.Limit(tenant), burstOf(tenant)
 	}
 	return p
-}
-
-// WithStarts bounds the first fetches one tenant's readers may have in
-// flight at once (Start): a tenant opening many catch-ups together starts
-// them n at a time, not all at once. Call it before use.
-func (p *Pacer) WithStarts(n int) *Pacer {
-	if p != nil {
-		p.starts = n
-	}
-	return p
-}
-
-// Start waits until tenant may start one more reader (its first fetch) and
-// returns the function that says the first fetch is done (and paid).
-func (p *Pacer) Start(ctx context.Context, tenant string) (done func(), err error) {
-	if p == nil || p.starts <= 0 {
-		return func() {}, nil
-	}
-	ch := p.tenant(tenant).starts
-	select {
-	case ch <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-ch }) }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // NewWithBurst is New with buckets of burst bytes (tests pace small reads).
@@ -100,7 +67,7 @@ func (p *Pacer) Wait(ctx context.Context, tenant string, n int) error {
 	}
 	var tl *rate.Limiter
 	if p.tenantRate > 0 {
-		tl = p.tenant(tenant).lim
+		tl = p.tenant(tenant)
 	}
 	for n > 0 {
 		step := n
@@ -125,31 +92,25 @@ func (p *Pacer) Wait(ctx context.Context, tenant string, n int) error {
 	return nil
 }
 
-// tenant is tenant's state. States whose bucket has refilled and that hold
-// no start are equivalent to new ones and are dropped now and then, so
-// memory follows the tenants reading recently.
-func (p *Pacer) tenant(name string) *tenantState {
+// tenant is tenant's bucket. Buckets that have refilled are equivalent to
+// new ones and are dropped now and then, so memory follows the tenants
+// reading recently.
+func (p *Pacer) tenant(name string) *rate.Limiter {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if now.Sub(p.lastPrune) > time.Minute {
 		p.lastPrune = now
-		for t, st := range p.tenants {
-			if (st.lim == nil || st.lim.TokensAt(now) >= float64(p.tenantBurst)) && (st.starts == nil || len(st.starts) == 0) {
+		for t, l := range p.tenants {
+			if l.TokensAt(now) >= float64(p.tenantBurst) {
 				delete(p.tenants, t)
 			}
 		}
 	}
-	st := p.tenants[name]
-	if st == nil {
-		st = &tenantState{}
-		if p.tenantRate > 0 {
-			st.lim = rate.NewLimiter(p.tenantRate, p.tenantBurst)
-		}
-		if p.starts > 0 {
-			st.starts = make(chan struct{}, p.starts)
-		}
-		p.tenants[name] = st
+	l := p.tenants[name]
+	if l == nil {
+		l = rate.NewLimiter(p.tenantRate, p.tenantBurst)
+		p.tenants[name] = l
 	}
-	return st
+	return l
 }
