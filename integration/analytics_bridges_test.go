@@ -205,19 +205,6 @@ func canonJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-func readPinFile(t *testing.T, path string) map[string]json.RawMessage {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pins map[string]json.RawMessage
-	if err := json.Unmarshal(b, &pins); err != nil {
-		t.Fatal(err)
-	}
-	return pins
-}
-
 // The three AEP-0005 bridges through the built binaries, on the suite's
 // broker (real Apache Kafka in CI), with a real OpenTelemetry Collector as
 // the OTLP receiver: the golden events published to a gateway come out of
@@ -264,7 +251,7 @@ func TestAnalyticsBridgesThroughTheBinary(t *testing.T) {
 			t.Errorf("golden %d: its pinned CloudEvent is not in the CloudEvents topic", i)
 		}
 	}
-	ocsfPins := readPinFile(t, "../aep/testdata/r-ocsf-expected.json")
+	ocsfPins := gatewaytest.FixturePins(t, "../aep/testdata/r-ocsf-expected.json", 8)
 	gotOCSF := map[string]bool{}
 	ocsfRecs := readCommittedTopic(t, b.Seeds, naming.OCSF("default"), len(ocsfPins))
 	for _, r := range ocsfRecs {
@@ -275,7 +262,7 @@ func TestAnalyticsBridgesThroughTheBinary(t *testing.T) {
 			t.Errorf("OCSF pin %s is not in the OCSF topic", k)
 		}
 	}
-	otlpPins := readPinFile(t, "../aep/testdata/r-otlp-expected.json")
+	otlpPins := gatewaytest.FixturePins(t, "../aep/testdata/r-otlp-expected.json", 4)
 	var logs []map[string]any
 	if !gatewaytest.Eventually(60*time.Second, 200*time.Millisecond, func() bool {
 		logs = exported(t, out1)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -179,14 +178,7 @@ func TestOTLPBridgeExportsThePinnedRecords(t *testing.T) {
 		a := r["attributes"].(map[string]any)
 		byKey[fmt.Sprint(a["aep.event_id"], " ", a["aep.source"])] = r
 	}
-	pins := map[string]json.RawMessage{}
-	b, err := os.ReadFile("../../aep/testdata/r-otlp-expected.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pins); err != nil || len(pins) < 4 {
-		t.Fatalf("pins: %v (%d)", err, len(pins))
-	}
+	pins := gatewaytest.FixturePins(t, "../../aep/testdata/r-otlp-expected.json", 4)
 	for k, pin := range pins {
 		var want map[string]any
 		_ = json.Unmarshal(pin, &want)

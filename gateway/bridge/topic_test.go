@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -220,14 +219,7 @@ func TestBridgeWritesThePinnedOCSFRecords(t *testing.T) {
 	k := gatewaytest.NewKafka(t, "t1", 2)
 	golden := gatewaytest.FixtureLines(t, "../../aep/testdata/r-golden.jsonl")
 	produceEvents(t, k, 2, golden)
-	var pins map[string]json.RawMessage
-	b, err := os.ReadFile("../../aep/testdata/r-ocsf-expected.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &pins); err != nil || len(pins) < 8 {
-		t.Fatalf("pins: %v", err)
-	}
+	pins := gatewaytest.FixturePins(t, "../../aep/testdata/r-ocsf-expected.json", 8)
 	mapped := 0
 	for _, g := range golden {
 		if rec, err := aep.ToOCSF(g, aep.CaptureMetadata); err == nil && rec != nil {
