@@ -107,7 +107,7 @@ func TestConsolePanelsChromium(t *testing.T) {
 		consoleEvent("evt_dl_bad", "task.failed", "agent:indexer", "sess_dl", `{"n":2}`)+"\n", http.StatusAccepted)
 	readSSE(ctx, t, stream, 2)
 	post("/aep/subscriptions/"+created.ID+"/acks", "application/json",
-		`{"aep_version":"0.1","id":"evt_rej_1","type":"event.rejected","source":"agent:console-test","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":"evt_dl_bad","error":{"code":"task_error","message":"cannot index"}}}`,
+		`{"aep_version":"0.1","id":"evt_rej_1","type":"event.rejected","source":"agent:console-test","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":"evt_dl_bad","error":{"code":"task_error","message":"cannot index","retryable":false}}}`,
 		http.StatusOK)
 
 	// The subscriptions table counts the redeliveries of evt_dl_keep (the

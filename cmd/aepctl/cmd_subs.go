@@ -255,16 +255,18 @@ func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.W
 	reject := verb == "reject"
 	help := "Acknowledges events of a durable subscription (event.acknowledged envelopes to\nPOST /aep/subscriptions/ID/acks), on any gateway node: they are in Kafka when\nanswered; \"recorded\" means the stream's holder (on another node, or the next\nstream) applies them.\n"
 	if reject {
-		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message. Any gateway node takes\nthem (docs/durable-cluster.md).\n"
+		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message; with --retryable it is\nredelivered after the subscription's backoff instead, and dead-lettered with that\nerror once its attempts run out. Any gateway node takes them\n(docs/durable-cluster.md).\n"
 	}
-	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M] EVENT_ID...", stdout, stderr, help)
+	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M --retryable] EVENT_ID...", stdout, stderr, help)
 	var conn connFlags
 	conn.register(fs)
 	id := fs.String("subscription", "", "subscription id (required)")
 	var code, msg *string
+	var retryable *bool
 	if reject {
 		code = fs.String("code", "task_error", "error code of the rejection")
 		msg = fs.String("message", "rejected by aepctl", "error message of the rejection")
+		retryable = fs.Bool("retryable", false, "mark the rejection retryable: redeliver the event (it counts an attempt) instead of dead-lettering it")
 	}
 	out := outputFlag(fs, "text", "text", "json")
 	if err := parseFlags(fs, args); err != nil {
@@ -280,7 +282,7 @@ func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.W
 	for i, e := range fs.Args() {
 		acks[i] = Ack{EventID: e}
 		if reject {
-			acks[i] = Ack{EventID: e, Reject: true, Code: *code, Message: *msg}
+			acks[i] = Ack{EventID: e, Reject: true, Code: *code, Message: *msg, Retryable: *retryable}
 		}
 	}
 	if err := conn.resolve(); err != nil {

@@ -97,14 +97,15 @@ func (c *Client) DeleteSubscription(ctx context.Context, id string) error {
 
 // Ack is one acknowledgement (or, with Reject, a rejection) of an event.
 type Ack struct {
-	EventID string
-	Reject  bool
-	Code    string // rejection code (default task_error)
-	Message string
+	EventID   string
+	Reject    bool
+	Code      string // rejection code (default task_error)
+	Message   string
+	Retryable bool // a retryable rejection: redelivered after the backoff, dead-lettered when out of attempts
 }
 
-// AckResult is the gateway's answer for one ack: applied, rejected,
-// unknown, recorded (durable; applied by the stream's holder elsewhere),
+// AckResult is the gateway's answer for one ack: applied, rejected, retry
+// (a retryable rejection: redelivered), unknown, recorded (durable; applied by the stream's holder elsewhere),
 // closed (older gateways) or invalid.
 type AckResult struct {
 	EventID string          `json:"acknowledged_event_id"`
@@ -134,7 +135,7 @@ func (c *Client) SendAcks(ctx context.Context, id string, acks []Ack) ([]AckResu
 				if code == "" {
 					code = "task_error"
 				}
-				payload["error"] = map[string]any{"code": code, "message": a.Message, "retryable": false}
+				payload["error"] = map[string]any{"code": code, "message": a.Message, "retryable": a.Retryable}
 			}
 			envs[i] = newDEnvelope(typ, "", payload)
 		}
@@ -163,6 +164,12 @@ func (a ackCounts) add(rs []AckResult) {
 }
 
 func (a ackCounts) String() string {
-	return fmt.Sprintf("applied %d, rejected %d, unknown %d, closed %d, invalid %d",
+	s := fmt.Sprintf("applied %d, rejected %d, unknown %d, closed %d, invalid %d",
 		a["applied"], a["rejected"], a["unknown"], a["closed"], a["invalid"])
+	for _, k := range []string{"retry", "recorded"} {
+		if a[k] > 0 {
+			s += fmt.Sprintf(", %s %d", k, a[k])
+		}
+	}
+	return s
 }

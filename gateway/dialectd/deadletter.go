@@ -10,20 +10,25 @@ import (
 )
 
 // deadLettered is the event.dead_lettered payload of a dead letter
-// (reliability.md): the consumer's error, or subscription_error when the
-// attempts ran out, and the original event.
+// (reliability.md): the consumer's error (also when its last retryable
+// rejection spent the attempts), or subscription_error when the attempts
+// ran out unacknowledged, and the original event.
 func deadLettered(dl durable.DeadLetter) aep.DDeadLettered {
 	orig := json.RawMessage(dl.Event.Record.Value)
 	if !json.Valid(orig) {
 		orig = json.RawMessage("null")
 	}
 	last := aep.DError{Code: dl.Reason.Code, Message: dl.Reason.Message}
-	if _, known := aep.LookupCode(aep.DialectD, last.Code); !known && !dl.Reason.Exhausted {
+	if dl.Reason.Exhausted && dl.Reason.Code != "" {
+		// the consumer's retryable rejection of the last attempt
+		last.Message = fmt.Sprintf("attempts exhausted (%d); the last was rejected as retryable: %s", dl.Attempts, dl.Reason.Message)
+	}
+	if _, known := aep.LookupCode(aep.DialectD, last.Code); !known && last.Code != "" {
 		// error-model.md: an unknown code is treated as protocol_error; the
 		// consumer's own word stays readable in the message.
-		last = aep.DError{Code: aep.CodeDProtocolError, Message: "unknown error code " + aep.QuoteTrunc(dl.Reason.Code) + ": " + dl.Reason.Message}
+		last = aep.DError{Code: aep.CodeDProtocolError, Message: "unknown error code " + aep.QuoteTrunc(dl.Reason.Code) + ": " + last.Message}
 	}
-	if dl.Reason.Exhausted {
+	if dl.Reason.Exhausted && dl.Reason.Code == "" {
 		last = aep.DError{Code: aep.CodeDSubscriptionError, Message: fmt.Sprintf("not acknowledged after %d attempts", dl.Attempts)}
 	}
 	return aep.DDeadLettered{

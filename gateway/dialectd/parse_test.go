@@ -33,7 +33,7 @@ func FuzzParseCreate(f *testing.F) {
 }
 
 func FuzzParseAcks(f *testing.F) {
-	f.Add([]byte(`[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"evt_1"}},{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_2","error":{"code":"x","message":"y"}}}]`))
+	f.Add([]byte(`[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"evt_1"}},{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_2","error":{"code":"x","message":"y","retryable":false}}}]`))
 	f.Add([]byte(`{"type":"event.acknowledged","payload":{}}`))
 	f.Add([]byte(`[1,"a",null]`))
 	f.Fuzz(func(t *testing.T, body []byte) {

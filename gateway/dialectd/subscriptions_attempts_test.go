@@ -198,3 +198,67 @@ func TestSubscriptionsDMaxAckPending(t *testing.T) {
 	}
 	atCap(4, 4)
 }
+
+// error-model.md: a rejection's error must carry code, message and
+// retryable. One that leaves any out is refused ("invalid", nothing
+// stored: the event stays pending, not dead-lettered); a retryable one
+// ("retry") redelivers the event, and once max_attempts hand-overs are
+// spent the event is dead-lettered with the consumer's error.
+func TestSubscriptionsDRejectionsNeedRetryableAndRetryableRedelivers(t *testing.T) {
+	e := newSubsEnv(t, dialectd.SubscriptionsConfig{CommitInterval: 20 * time.Millisecond,
+		Policy: durable.AckPolicy{Backoff: time.Millisecond}})
+	id := e.create(`{"types":["task.*"],"max_attempts":2,"ack_timeout_ms":3600000}`)
+	e.ingest(dEvent("evt_1", "task.updated", "s1"))
+	s := e.openPath("/aep/subscriptions/" + id + "/stream")
+	if d := s.event(); d.ID != "evt_1" {
+		t.Fatalf("first delivery %+v", d)
+	}
+	gatewaytest.Poll(t, "the write confirmed", func() bool { return e.state(id).Handed == 1 })
+	reject := func(errJSON string) string {
+		t.Helper()
+		body := `[{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_1"` + errJSON + `}}]`
+		code, b := e.do(http.MethodPost, "/aep/subscriptions/"+id+"/acks", body)
+		if code != http.StatusOK {
+			t.Fatalf("acks %s: %d %s", body, code, b)
+		}
+		return string(b)
+	}
+	for name, errJSON := range map[string]string{
+		"no error":             ``,
+		"no retryable":         `,"error":{"code":"tool_error","message":"cannot"}`,
+		"no message":           `,"error":{"code":"tool_error","retryable":false}`,
+		"empty code":           `,"error":{"code":"","message":"m","retryable":false}`,
+		"retryable not a bool": `,"error":{"code":"tool_error","message":"m","retryable":"yes"}`,
+	} {
+		b := reject(errJSON)
+		if name == "retryable not a bool" {
+			// not an object of the right shape: the element is invalid too
+			if !strings.Contains(b, `"result":"invalid"`) {
+				t.Fatalf("%s: %s", name, b)
+			}
+			continue
+		}
+		if !strings.Contains(b, `"result":"invalid"`) || !strings.Contains(b, "code, message and retryable") || !strings.Contains(b, `"acknowledged_event_id":"evt_1"`) {
+			t.Fatalf("%s: %s (want invalid, naming the members)", name, b)
+		}
+	}
+	if st := e.state(id); st.PendingAcks != 1 {
+		t.Fatalf("after refused rejections: %+v (want the event still pending)", st)
+	}
+	if dl := e.deadLetters("/aep/dead-letters"); len(dl.DeadLetters) != 0 {
+		t.Fatalf("refused rejections dead-lettered: %+v", dl)
+	}
+	retry := `,"error":{"code":"tool_timeout","message":"try later","retryable":true}`
+	if b := reject(retry); !strings.Contains(b, `"result":"retry"`) {
+		t.Fatalf("retryable rejection: %s", b)
+	}
+	s.redelivery("evt_1", 2)
+	gatewaytest.Poll(t, "the second write confirmed", func() bool { return e.state(id).Handed == 2 })
+	if b := reject(retry); !strings.Contains(b, `"result":"retry"`) {
+		t.Fatalf("second retryable rejection: %s", b)
+	}
+	m := s.next()
+	if m.Event != "event.dead_lettered" || !strings.Contains(m.Data, `"original_event_id":"evt_1"`) || !strings.Contains(m.Data, `"attempts":2`) || !strings.Contains(m.Data, `"tool_timeout"`) {
+		t.Fatalf("after max_attempts retryable rejections: %+v (want the dead letter with tool_timeout, attempts 2)", m)
+	}
+}

@@ -246,11 +246,48 @@ func (d *durableSSE) appendMessage(buf []byte, dl durable.DurableDelivery) ([]by
 // ackItem is one element of an acks batch: an event.acknowledged or
 // event.rejected envelope (only type and payload are read).
 type ackItem struct {
-	Type    string `json:"type"`
-	Payload struct {
-		AcknowledgedEventID string      `json:"acknowledged_event_id"`
-		Error               *aep.DError `json:"error"`
-	} `json:"payload"`
+	Type    string            `json:"type"`
+	Payload ackPayload        `json:"payload"`
+	rej     durable.Rejection // a rejection's error, once checked
+}
+
+// ackPayload is the payload of event.acknowledged / event.rejected as the
+// consumer sent it.
+type ackPayload struct {
+	AcknowledgedEventID string     `json:"acknowledged_event_id"`
+	Error               *sentError `json:"error"`
+}
+
+// sentError is a rejection's payload.error as sent: pointers tell a member
+// left out from one sent empty.
+type sentError struct {
+	Code      *string `json:"code"`
+	Message   *string `json:"message"`
+	Retryable *bool   `json:"retryable"`
+}
+
+// checkAck says why an ack's or rejection's payload is refused ("" when it
+// is not) and, for a rejection, the rejection it carries. error-model.md:
+// an error payload must include code, message and retryable, so a
+// rejection without them is refused rather than guessed at; retryable
+// decides what the rejection does (redeliver, or dead-letter at once).
+func checkAck(p ackPayload, reject bool) (durable.Rejection, string) {
+	switch {
+	case p.AcknowledgedEventID == "":
+		return durable.Rejection{}, "payload.acknowledged_event_id is required"
+	case len(p.AcknowledgedEventID) > MaxAckIDBytes:
+		return durable.Rejection{}, "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"
+	case !reject:
+		return durable.Rejection{}, ""
+	}
+	e := p.Error
+	if e == nil || e.Code == nil || *e.Code == "" || e.Message == nil || e.Retryable == nil {
+		return durable.Rejection{}, "event.rejected needs payload.error with code, message and retryable (error-model.md)"
+	}
+	if len(*e.Code) > MaxRejectCodeBytes || len(*e.Message) > MaxRejectMessageBytes {
+		return durable.Rejection{}, "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)
+	}
+	return durable.Rejection{Code: *e.Code, Message: *e.Message, Retryable: *e.Retryable}, ""
 }
 
 // ackResult is the answer for one element.
@@ -284,21 +321,22 @@ func parseAcks(body []byte) ([]ackItem, []ackResult, error) {
 			it.Type = ""
 			continue
 		}
-		switch {
-		case it.Type != "event.acknowledged" && it.Type != "event.rejected":
+		if it.Type != "event.acknowledged" && it.Type != "event.rejected" {
 			res[i] = ackResult{Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEventType, Message: "type must be event.acknowledged or event.rejected"}}
 			it.Type = ""
-		case it.Payload.AcknowledgedEventID == "":
-			res[i] = ackResult{Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope, Message: "payload.acknowledged_event_id is required"}}
-			it.Type = ""
-		case len(it.Payload.AcknowledgedEventID) > MaxAckIDBytes:
-			res[i] = ackResult{Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope, Message: "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"}}
-			it.Type = ""
-		case it.Payload.Error != nil && (len(it.Payload.Error.Code) > MaxRejectCodeBytes || len(it.Payload.Error.Message) > MaxRejectMessageBytes):
-			res[i] = ackResult{AcknowledgedEventID: it.Payload.AcknowledgedEventID, Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope,
-				Message: "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)}}
-			it.Type = ""
+			continue
 		}
+		rej, msg := checkAck(it.Payload, it.Type == "event.rejected")
+		if msg != "" {
+			id := it.Payload.AcknowledgedEventID
+			if len(id) > MaxAckIDBytes {
+				id = ""
+			}
+			res[i] = ackResult{AcknowledgedEventID: id, Result: "invalid", Error: &aep.DError{Code: aep.CodeDInvalidEnvelope, Message: msg}}
+			it.Type = ""
+			continue
+		}
+		it.rej = rej
 	}
 	return items, res, nil
 }
@@ -343,8 +381,7 @@ func (h *SubscriptionsHandler) acks(w http.ResponseWriter, r *http.Request, id s
 		case "event.acknowledged":
 			acked = append(acked, it.Payload.AcknowledgedEventID)
 		case "event.rejected":
-			e := rejectionError(it)
-			rejIDs, rejs = append(rejIDs, it.Payload.AcknowledgedEventID), append(rejs, durable.Rejection{Code: e.Code, Message: e.Message})
+			rejIDs, rejs = append(rejIDs, it.Payload.AcknowledgedEventID), append(rejs, it.rej)
 		}
 	}
 	// a stream open here applies them first (its outcome is the answer;
@@ -368,15 +405,6 @@ func (h *SubscriptionsHandler) acks(w http.ResponseWriter, r *http.Request, id s
 	}{res})
 }
 
-// rejectionError is the error a rejection carries: the consumer's, or
-// task_error.
-func rejectionError(it ackItem) aep.DError {
-	if it.Payload.Error != nil && it.Payload.Error.Code != "" {
-		return *it.Payload.Error
-	}
-	return aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
-}
-
 // applyAck applies a journaled ack or rejection to the stream open on this
 // node (nil: none) and words the result: "recorded" when no stream here
 // took it (the holder, wherever it is, applies it from the journal).
@@ -386,8 +414,7 @@ func applyAck(s *durable.DurableStream, it ackItem) string {
 		if it.Type == "event.acknowledged" {
 			out = s.Ack(it.Payload.AcknowledgedEventID)
 		} else {
-			e := rejectionError(it)
-			out = s.Reject(it.Payload.AcknowledgedEventID, e.Code, e.Message)
+			out = s.Reject(it.Payload.AcknowledgedEventID, it.rej)
 		}
 	}
 	if out == durable.OutcomeClosed {

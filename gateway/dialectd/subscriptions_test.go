@@ -82,7 +82,7 @@ func (e *sseEnv) openPath(path string) *sseStream {
 func ackBody(typ string, ids ...string) string {
 	var parts []string
 	for _, id := range ids {
-		parts = append(parts, fmt.Sprintf(`{"aep_version":"0.1","id":"evt_ack_%s","type":%q,"source":"agent:c","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":%q,"error":{"code":"task_error","message":"no"}}}`, id, typ, id))
+		parts = append(parts, fmt.Sprintf(`{"aep_version":"0.1","id":"evt_ack_%s","type":%q,"source":"agent:c","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":%q,"error":{"code":"task_error","message":"no","retryable":false}}}`, id, typ, id))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }
@@ -296,7 +296,7 @@ func TestSubscriptionsDCapAndLimits(t *testing.T) {
 	long := strings.Repeat("x", dialectd.MaxAckIDBytes+1)
 	body := `[{"type":"event.acknowledged","payload":{"acknowledged_event_id":"evt_1"}},` +
 		`{"type":"event.acknowledged","payload":{"acknowledged_event_id":"` + long + `"}},` +
-		`{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_2","error":{"code":"task_error","message":"` + strings.Repeat("m", dialectd.MaxRejectMessageBytes+1) + `"}}}]`
+		`{"type":"event.rejected","payload":{"acknowledged_event_id":"evt_2","error":{"code":"task_error","message":"` + strings.Repeat("m", dialectd.MaxRejectMessageBytes+1) + `","retryable":false}}}]`
 	code, b = e.do(http.MethodPost, "/aep/subscriptions/"+first+"/acks", body)
 	var res struct {
 		Results []struct {

@@ -3,7 +3,6 @@ package dialectd
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -255,37 +254,19 @@ func (c *wsConn) settle(attrs *aep.Attrs, payload json.RawMessage, reject bool) 
 	} else {
 		c.acks++
 	}
-	var p struct {
-		AcknowledgedEventID string      `json:"acknowledged_event_id"`
-		Error               *aep.DError `json:"error"`
+	var p ackPayload
+	rej, msg := durable.Rejection{}, "the payload must be an object with acknowledged_event_id"
+	if err := json.Unmarshal(payload, &p); err == nil {
+		rej, msg = checkAck(p, reject)
 	}
-	if msg := checkAck(json.Unmarshal(payload, &p), p.AcknowledgedEventID, p.Error); msg != "" {
+	if msg != "" {
 		c.flushAcks()
 		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: wsErr(aep.CodeDInvalidEnvelope, msg, false)})
 	}
 	it := wsAck{msgID: attrs.ID, eventID: p.AcknowledgedEventID}
 	if reject {
-		e := aep.DError{Code: aep.CodeDTaskError, Message: "rejected by the consumer"}
-		if p.Error != nil && p.Error.Code != "" {
-			e = aep.DError{Code: p.Error.Code, Message: p.Error.Message}
-		}
-		it.rej = &e
+		it.rej = &rej
 	}
 	c.acker().push(it)
 	return true
-}
-
-// checkAck is why an ack's payload is refused, or "".
-func checkAck(err error, id string, e *aep.DError) string {
-	switch {
-	case err != nil:
-		return "the payload must be an object with acknowledged_event_id"
-	case id == "":
-		return "payload.acknowledged_event_id is required"
-	case len(id) > MaxAckIDBytes:
-		return "payload.acknowledged_event_id is longer than " + strconv.Itoa(MaxAckIDBytes) + " bytes"
-	case e != nil && (len(e.Code) > MaxRejectCodeBytes || len(e.Message) > MaxRejectMessageBytes):
-		return "payload.error.code is limited to " + strconv.Itoa(MaxRejectCodeBytes) + " bytes and payload.error.message to " + strconv.Itoa(MaxRejectMessageBytes)
-	}
-	return ""
 }

@@ -352,13 +352,35 @@ func TestWSDMalformedAckIsAnswered(t *testing.T) {
 	for _, tc := range []struct{ typ, payload string }{
 		{"event.acknowledged", `{}`},
 		{"event.acknowledged", `{"acknowledged_event_id":"` + strings.Repeat("x", dialectd.MaxAckIDBytes+1) + `"}`},
-		{"event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"` + strings.Repeat("m", dialectd.MaxRejectMessageBytes+1) + `"}}`},
+		{"event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"` + strings.Repeat("m", dialectd.MaxRejectMessageBytes+1) + `","retryable":false}}`},
 		{"event.rejected", `{"acknowledged_event_id":7}`},
+		// error-model.md: code, message and retryable are required
+		{"event.rejected", `{"acknowledged_event_id":"evt_1"}`},
+		{"event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"no"}}`},
+		{"event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","retryable":true}}`},
 	} {
 		w.Send(wsControl("evt_bad_ack", tc.typ, tc.payload))
 		if m := w.Next(); m.Type != "event.rejected" || m.CausationID != "evt_bad_ack" || m.ErrCode() != "invalid_envelope" {
 			t.Fatalf("%s %.60s: %s", tc.typ, tc.payload, m.Raw)
 		}
+	}
+}
+
+// A retryable rejection over the socket redelivers the event on the
+// attached subscription (marked, attempt 2) instead of dead-lettering it.
+func TestWSDRetryableRejectionRedelivers(t *testing.T) {
+	e := newWSAckEnv(t, dialectd.WSConfig{AckLinger: -1})
+	w, _, ids := e.attachWithEvents(1)
+	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"`+ids[0]+`","error":{"code":"tool_timeout","message":"later","retryable":true}}`))
+	n := w.Next()
+	if n.Type != "event.redelivered" || n.Str("original_event_id") != ids[0] {
+		t.Fatalf("after a retryable rejection: %s (want event.redelivered of %s)", n.Raw, ids[0])
+	}
+	if a, _ := n.Payload["attempt"].(float64); a != 2 {
+		t.Fatalf("redelivery notice: %s (want attempt 2)", n.Raw)
+	}
+	if d := w.Event(); d.ID != ids[0] {
+		t.Fatalf("redelivered: %s", d.Raw)
 	}
 }
 
@@ -370,10 +392,10 @@ func TestWSDRejectThenAckInOneBatchKeepsOrder(t *testing.T) {
 	// are one batch
 	e := newWSAckEnv(t, dialectd.WSConfig{AckLinger: time.Second})
 	w, _, ids := e.attachWithEvents(2)
-	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"`+ids[0]+`","error":{"code":"tool_error","message":"cannot"}}`))
+	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"`+ids[0]+`","error":{"code":"tool_error","message":"cannot","retryable":false}}`))
 	w.Send(ackMsg("evt_a1", ids[0]))
 	w.Send(ackMsg("evt_a2", ids[1]))
-	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"`+ids[1]+`","error":{"code":"tool_error","message":"late"}}`))
+	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"`+ids[1]+`","error":{"code":"tool_error","message":"late","retryable":false}}`))
 	if n := w.Next(); n.Type != "event.dead_lettered" || n.Str("original_event_id") != ids[0] {
 		t.Fatalf("after reject+ack of the first event and ack+reject of the second: %s", n.Raw)
 	}

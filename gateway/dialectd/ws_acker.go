@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/queue"
@@ -34,9 +33,9 @@ const (
 // wsAck is one event.acknowledged / event.rejected read from the socket,
 // or a barrier.
 type wsAck struct {
-	msgID   string      // the envelope's id: event.rejected answers it when the journal write failed
-	eventID string      // acknowledged_event_id
-	rej     *aep.DError // nil: an acknowledgement
+	msgID   string             // the envelope's id: event.rejected answers it when the journal write failed
+	eventID string             // acknowledged_event_id
+	rej     *durable.Rejection // nil: an acknowledgement
 	flushed chan struct{}
 }
 
@@ -207,7 +206,7 @@ func (a *wsAcker) write(b []wsAck) {
 			acks = append(acks, it.eventID)
 		default:
 			rejectIDs = append(rejectIDs, it.eventID)
-			rejects = append(rejects, durable.Rejection{Code: it.rej.Code, Message: it.rej.Message})
+			rejects = append(rejects, *it.rej)
 		}
 	}
 	n := len(acks) + len(rejectIDs)
@@ -230,7 +229,7 @@ func (a *wsAcker) write(b []wsAck) {
 				d.Ack(id)
 			}
 			for i, id := range rejectIDs {
-				d.Reject(id, rejects[i].Code, rejects[i].Message)
+				d.Reject(id, rejects[i])
 			}
 		}
 		if failed != "" {

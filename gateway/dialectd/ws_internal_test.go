@@ -50,7 +50,7 @@ func FuzzWSHandle(f *testing.F) {
 		`{"aep_version":"0.1","id":"evt_o","type":"session.opened","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":"x"}`,
 		`{"aep_version":"0.1","id":"evt_a","type":"event.acknowledged","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":"evt_1"}}`,
 		`{"aep_version":"0.1","id":"evt_a","type":"event.acknowledged","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{}}`,
-		`{"aep_version":"0.1","id":"evt_n","type":"event.rejected","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"no"}}}`,
+		`{"aep_version":"0.1","id":"evt_n","type":"event.rejected","source":"agent:a","created_at":"2026-07-09T10:00:00Z","payload":{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"no","retryable":false}}}`,
 		`{"aep":"1"}`, `[]`, `{`, "",
 	} {
 		f.Add(true, []byte(s))

@@ -442,8 +442,8 @@ func TestWSDAtLeastOnceAcksAndRejects(t *testing.T) {
 	w.Event()
 	w.Send(wsControl("evt_a1", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`))
 	w.Send(wsControl("evt_a2", "event.acknowledged", `{"acknowledged_event_id":"evt_1"}`)) // duplicate: harmless
-	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"late"}}`))
-	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"cannot"}}`))
+	w.Send(wsControl("evt_n1", "event.rejected", `{"acknowledged_event_id":"evt_1","error":{"code":"task_error","message":"late","retryable":false}}`))
+	w.Send(wsControl("evt_n2", "event.rejected", `{"acknowledged_event_id":"evt_2","error":{"code":"tool_error","message":"cannot","retryable":false}}`))
 	n := w.Next()
 	le, _ := n.Payload["last_error"].(map[string]any)
 	if n.Type != "event.dead_lettered" || n.Str("original_event_id") != "evt_2" || le["code"] != "tool_error" {

@@ -10,11 +10,18 @@ import (
 
 // Rejection is why an event is dead-lettered: the consumer rejected it
 // (Code and Message as the consumer sent them), or its attempts ran out
-// (Exhausted; Code and Message are empty and the binding words them).
+// (Exhausted; Code and Message are empty and the binding words them, or
+// the consumer's last retryable rejection).
+//
+// A consumer's rejection marked Retryable is not final: the event is
+// redelivered after the policy's backoff, counting an attempt, and
+// dead-lettered with that error once its attempts run out. Retryable is
+// never stored in a checkpoint (only final rejections are).
 type Rejection struct {
 	Code      string
 	Message   string
 	Exhausted bool
+	Retryable bool `json:"-"`
 }
 
 // DeadLetter is one event a durable stream dead-letters.

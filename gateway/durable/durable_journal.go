@@ -56,6 +56,7 @@ type journalRejection struct {
 	ID      string `json:"id"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	Retry   bool   `json:"y,omitempty"` // retryable: redeliver, not final (absent in records before it existed: final)
 }
 
 // journalPart is one partition's state in a checkpoint: committed offset
@@ -592,7 +593,7 @@ func (e *Cluster) JournalAcks(ctx context.Context, t tenant.Tenant, sub string, 
 	}
 	rec := journalRecord{T: jAcks, Node: e.node, Acks: acks}
 	for i, id := range rejectIDs {
-		rec.Rejects = append(rec.Rejects, journalRejection{ID: id, Code: rejects[i].Code, Message: rejects[i].Message})
+		rec.Rejects = append(rec.Rejects, journalRejection{ID: id, Code: rejects[i].Code, Message: rejects[i].Message, Retry: rejects[i].Retryable})
 	}
 	_, err = j.produce(ctx, sub, j.partition(sub), rec)
 	return err

@@ -471,7 +471,9 @@ func (tk *takeover) foldAcks(rec journalRecord) {
 		}
 	}
 	for _, r := range rec.Rejects {
-		if len(tk.rejected) < maxBufferedAcks {
+		// a retryable rejection leaves the event pending: the next holder
+		// delivers it again anyway
+		if !r.Retry && len(tk.rejected) < maxBufferedAcks {
 			tk.rejected[r.ID] = &Rejection{Code: r.Code, Message: r.Message}
 		}
 	}

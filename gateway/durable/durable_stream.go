@@ -149,6 +149,7 @@ type AckOutcome string
 const (
 	OutcomeApplied  AckOutcome = "applied"  // settled pending deliveries
 	OutcomeRejected AckOutcome = "rejected" // queued for dead-lettering
+	OutcomeRetry    AckOutcome = "retry"    // a retryable rejection: redelivered after the backoff, or dead-lettered when out of attempts
 	OutcomeUnknown  AckOutcome = "unknown"  // nothing pending under that id: duplicate, late, or never delivered
 	OutcomeClosed   AckOutcome = "closed"   // the stream has ended: send it again to the next stream
 )
@@ -273,6 +274,7 @@ type pending struct {
 	hidx      int // index in the heap, -1 when not in it
 	settled   bool
 	rejected  *Rejection // set by Reject or when attempts run out: dead-letter it
+	lastErr   *Rejection // the consumer's latest retryable rejection (worded in the dead letter)
 }
 
 type partState struct {
@@ -525,10 +527,12 @@ func (s *DurableStream) Ack(eventID string) AckOutcome {
 	return s.settleByID(eventID, nil)
 }
 
-// Reject dead-letters the event with this id with the consumer's error: a
-// rejection is final.
-func (s *DurableStream) Reject(eventID, code, message string) AckOutcome {
-	return s.settleByID(eventID, &Rejection{Code: code, Message: message})
+// Reject answers the consumer's rejection of the event with this id: one
+// that is not retryable dead-letters it with the consumer's error (final);
+// a retryable one redelivers it after the policy's backoff, counting an
+// attempt, and dead-letters it with that error once the attempts run out.
+func (s *DurableStream) Reject(eventID string, rej Rejection) AckOutcome {
+	return s.settleByID(eventID, &rej)
 }
 
 // settleByID acknowledges (rej nil) or rejects the pending deliveries of
@@ -542,11 +546,19 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 	}
 	list := s.byID[eventID]
 	if len(list) == 0 {
-		s.rememberLocked(eventID, rej)
+		if rej == nil || !rej.Retryable {
+			// a retryable rejection of an event not reached yet asks for
+			// nothing its delivery will not give
+			s.rememberLocked(eventID, rej)
+		}
 		return OutcomeUnknown
 	}
-	delete(s.byID, eventID)
 	now := s.req.clock()
+	if rej != nil && rej.Retryable {
+		s.retryLocked(list, rej, now)
+		return OutcomeRetry
+	}
+	delete(s.byID, eventID)
 	for _, pe := range list {
 		s.readLocked(pe)
 		if rej == nil {
@@ -570,6 +582,32 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 		return OutcomeRejected
 	}
 	return OutcomeApplied
+}
+
+// retryLocked answers a retryable rejection of the pending deliveries in
+// list: each was read (a hand-over), and its timer now waits only the
+// backoff before the next attempt, or fires at once to dead-letter it when
+// the attempts ran out (fire words it with rej).
+func (s *DurableStream) retryLocked(list []*pending, rej *Rejection, now time.Time) {
+	for _, pe := range list {
+		if pe.settled || pe.rejected != nil {
+			continue
+		}
+		s.readLocked(pe)
+		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRetry))
+		countLocked(pe, ^uint64(0)) // it was read
+		pe.lastErr = rej
+		pe.due = now
+		if n := handOvers(pe); n < s.req.Policy.MaxAttempts {
+			pe.due = now.Add(s.req.Policy.Delay(max(n, 1)))
+		}
+		if pe.hidx >= 0 {
+			heap.Fix(&s.due, pe.hidx)
+		} else {
+			heap.Push(&s.due, pe)
+		}
+	}
+	s.wakeLocked()
 }
 
 func (s *DurableStream) rememberLocked(eventID string, rej *Rejection) {
@@ -596,7 +634,7 @@ func (s *DurableStream) applyJournal(rec journalRecord) {
 		s.settleByID(id, nil)
 	}
 	for _, r := range rec.Rejects {
-		s.settleByID(r.ID, &Rejection{Code: r.Code, Message: r.Message})
+		s.settleByID(r.ID, &Rejection{Code: r.Code, Message: r.Message, Retryable: r.Retry})
 	}
 }
 
@@ -942,6 +980,9 @@ func (s *DurableStream) fire(ctx context.Context, now time.Time, out []DurableDe
 			heap.Pop(&s.due)
 			if pe.rejected == nil {
 				pe.rejected = &Rejection{Exhausted: true}
+				if pe.lastErr != nil {
+					pe.rejected.Code, pe.rejected.Message = pe.lastErr.Code, pe.lastErr.Message
+				}
 			}
 			s.dropIDLocked(pe)
 			dead = append(dead, pe)

@@ -218,10 +218,10 @@ func TestDurableRejectDeadLetters(t *testing.T) {
 	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
 	k.produce(0, "task.a", "s", 1)
 	recvD(t, s)
-	if got := s.Reject("evt_s_1", "task_error", "cannot"); got != OutcomeRejected {
+	if got := s.Reject("evt_s_1", Rejection{Code: "task_error", Message: "cannot"}); got != OutcomeRejected {
 		t.Fatalf("reject: %s", got)
 	}
-	if got := s.Reject("evt_s_1", "task_error", "again"); got != OutcomeUnknown {
+	if got := s.Reject("evt_s_1", Rejection{Code: "task_error", Message: "again"}); got != OutcomeUnknown {
 		t.Fatalf("second reject: %s", got)
 	}
 	d := recvD(t, s)
@@ -357,7 +357,7 @@ func TestDurableRejectThenCloseCommitsPastIt(t *testing.T) {
 			s.Ack(d.Event.Attrs.ID)
 			d = recvD(t, s)
 		}
-		if got := s.Reject(d.Event.Attrs.ID, "task_error", "cannot"); got != OutcomeRejected {
+		if got := s.Reject(d.Event.Attrs.ID, Rejection{Code: "task_error", Message: "cannot"}); got != OutcomeRejected {
 			t.Fatalf("reject: %s", got)
 		}
 		s.Close() // at once: the loop may not have written the dead letter
@@ -375,5 +375,88 @@ func TestDurableRejectThenCloseCommitsPastIt(t *testing.T) {
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	if n != 8 {
 		t.Fatalf("%d dead letters for 8 rejections", n)
+	}
+}
+
+// A retryable rejection is not final: the event comes again after the
+// backoff with its next attempt, and once its attempts run out it is
+// dead-lettered with the consumer's last error (not "not acknowledged").
+func TestDurableRetryableRejectRedeliversThenDeadLetters(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-retry"
+	startDurable(t, e, group)
+	pol := AckPolicy{AckTimeout: time.Hour, MaxAttempts: 3, Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, BackoffMultiplier: 2}
+	s := openDurable(t, e, group, pol, 0)
+	k.produce(0, "task.a", "s", 1)
+	k.produce(0, "task.a", "s", 2)
+	first := recvD(t, s)
+	if second := recvD(t, s); second.Event.Attrs.ID != "evt_s_2" {
+		t.Fatalf("second delivery %+v", second)
+	}
+	if got := s.Ack("evt_s_2"); got != OutcomeApplied {
+		t.Fatalf("ack: %s", got)
+	}
+	retry := Rejection{Code: "tool_timeout", Message: "try later", Retryable: true}
+	for attempt := 2; attempt <= 3; attempt++ {
+		if got := s.Reject(first.Event.Attrs.ID, retry); got != OutcomeRetry {
+			t.Fatalf("retryable reject before attempt %d: %s", attempt, got)
+		}
+		d := recvD(t, s)
+		if d.Kind != DurableEvent || d.Event.Attrs.ID != "evt_s_1" || d.Attempt != attempt {
+			t.Fatalf("after a retryable rejection: %+v (want evt_s_1 attempt %d)", d, attempt)
+		}
+	}
+	if got := s.Reject("evt_s_1", retry); got != OutcomeRetry {
+		t.Fatalf("last retryable reject: %s", got)
+	}
+	d := recvD(t, s)
+	want := Rejection{Code: "tool_timeout", Message: "try later", Exhausted: true}
+	if dl := d.DeadLetter; d.Kind != DurableDeadLettered || dl == nil || dl.Reason != want || dl.Attempts != 3 {
+		t.Fatalf("dead letter %+v (want %+v after 3 attempts)", dl, want)
+	}
+	if st := s.Stats(); st.Pending != 0 || st.DeadLettered != 1 || st.Redeliveries != 2 || st.Acked != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	gatewaytest.Poll(t, "commit past both events", func() bool { return committed(t, e, group)[0].Offset == 2 })
+}
+
+// A retryable rejection posted on another node travels through the journal
+// as retryable: the holder redelivers the event, and a holder that takes
+// the subscription over after it does not treat it as final either.
+func TestDurableRetryableRejectThroughTheJournal(t *testing.T) {
+	k, eA := durableEnv(t, 1)
+	eB := k.engine(nil)
+	t.Cleanup(eB.Close)
+	const group = "g-retry-journal"
+	startDurable(t, eA, group)
+	pol := AckPolicy{AckTimeout: time.Hour, MaxAttempts: 5}
+	sA := openDurable(t, eA, group, pol, 0)
+	k.produce(0, "task.a", "s", 1)
+	if d := recvD(t, sA); d.Attempt != 1 {
+		t.Fatalf("first delivery %+v", d)
+	}
+	ctx := context.Background()
+	retry := []Rejection{{Code: "tool_timeout", Message: "later", Retryable: true}}
+	if err := eB.JournalAcks(ctx, testTenantT, "sub_t", nil, retry, []string{"evt_s_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := recvD(t, sA); d.Kind != DurableEvent || d.Event.Attrs.ID != "evt_s_1" || d.Attempt != 2 {
+		t.Fatalf("after a retryable rejection from the other node: %+v", d)
+	}
+	if err := eB.JournalAcks(ctx, testTenantT, "sub_t", nil, retry, []string{"evt_s_1"}); err != nil {
+		t.Fatal(err)
+	}
+	sB := openDurable(t, eB, group, pol, 0)
+	select {
+	case <-sA.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the older stream was not fenced")
+	}
+	d := recvD(t, sB)
+	if d.Kind != DurableEvent || d.Event.Attrs.ID != "evt_s_1" || d.Attempt < 3 {
+		t.Fatalf("after the takeover: %+v (want evt_s_1 delivered again, attempt >= 3)", d)
+	}
+	if st := sB.Stats(); st.DeadLettered != 0 {
+		t.Fatalf("the new holder dead-lettered a retryable rejection: %+v", st)
 	}
 }

@@ -109,7 +109,7 @@ func TestLagRedeliveryAndDeadLetterMetricsMove(t *testing.T) {
 	s.Ack("evt_s_1")
 	s.Ack("evt_s_2")
 	poll("two acked", "aep_delivery_durable_lag_records", ten, 4)
-	if got := s.Reject("evt_u_3", "task_error", "no"); got != OutcomeRejected {
+	if got := s.Reject("evt_u_3", Rejection{Code: "task_error", Message: "no"}); got != OutcomeRejected {
 		t.Fatalf("reject: %s", got)
 	}
 	poll("rejected", "aep_delivery_dead_letters_total", ten, 1)
