@@ -44,8 +44,13 @@ type BenchConfig struct {
 	// MaxEvents bounds the events of each phase. Zero means Rate·Duration
 	// with a Rate, else 10,000,000.
 	MaxEvents int
-	// Concurrency is the number of requests in flight; zero means 4.
+	// Concurrency is the number of requests in flight; zero means 4. Over
+	// WebSocket it is the number of connections, each with one batch in
+	// flight.
 	Concurrency int
+	// WebSocket publishes each event as one message on a held WebSocket
+	// connection (R /socket, D /aep) instead of POSTing batches (wsSender).
+	WebSocket bool
 	// Batch is the events per request; zero means 100, at most 1000.
 	Batch int
 	// Sessions the events are spread over; zero means 100.
@@ -361,7 +366,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 	}
 	rep := BenchReport{Config: cfg}
 	var hs batchSender
-	if cs, ok := newConnSender(cfg.URL, cfg.Token, cfg.Dialect, cfg.Concurrency); ok {
+	if cfg.WebSocket {
+		ws := newWSSender(&Client{BaseURL: cfg.URL, Token: cfg.Token}, cfg.Dialect, cfg.Concurrency)
+		defer ws.close()
+		hs = ws
+	} else if cs, ok := newConnSender(cfg.URL, cfg.Token, cfg.Dialect, cfg.Concurrency); ok {
 		defer cs.close()
 		hs = cs
 	} else {
@@ -370,7 +379,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (BenchReport, error) {
 		hs = httpSender{c: &Client{BaseURL: cfg.URL, Token: cfg.Token, HTTP: &http.Client{Transport: tr}}, d: cfg.Dialect}
 	}
 	start := time.Now()
-	rep.Gateway = runPhase(ctx, cfg, start, "gateway", cfg.URL+Endpoint(cfg.Dialect), hs)
+	target := cfg.URL + Endpoint(cfg.Dialect)
+	if cfg.WebSocket {
+		target = cfg.URL + map[bool]string{true: "/aep", false: "/socket"}[cfg.Dialect == aep.DialectD] + " (WebSocket, one message an event)"
+	}
+	rep.Gateway = runPhase(ctx, cfg, start, "gateway", target, hs)
 	if err := runBaselines(ctx, cfg, start, &rep); err != nil {
 		return rep, err
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest/streamtest"
 )
 
 func TestBenchFixedRateWithBaseline(t *testing.T) {
@@ -238,4 +240,40 @@ func TestConnSenderRequestHead(t *testing.T) {
 	if !strings.HasPrefix(string(d.head), "POST /aep/events ") || strings.Contains(string(d.head), "AEP-Version") || d.addr != "localhost:80" {
 		t.Errorf("D head %q, addr %q", d.head, d.addr)
 	}
+}
+
+// --transport ws: every event is one message on a held connection, each
+// answered (D: event.acknowledged; R: the pong after the batch), and the
+// topic holds exactly what was reported accepted. A gateway that refuses
+// the upgrade counts every event failed.
+func TestBenchOverWebSocket(t *testing.T) {
+	for _, d := range []aep.Dialect{aep.DialectR, aep.DialectD} {
+		t.Run(d.String(), func(t *testing.T) {
+			st := streamtest.New(t, gatewaytest.Options{Partitions: 3}, nil)
+			g := &testGateway{t: t, cluster: st.Cluster, client: st.Client, url: st.URL}
+			rep, err := RunBench(context.Background(), BenchConfig{Dialect: d, URL: g.url, WebSocket: true,
+				Duration: time.Minute, MaxEvents: 60, Batch: 5, Concurrency: 3, Sessions: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := rep.Gateway; p.Events != 60 || p.Accepted != 60 || p.Rejected != 0 || p.Failed != 0 || p.Requests != 12 || p.ByStatus["ws"] != 12 {
+				t.Fatalf("%+v", p)
+			}
+			if got := g.records(devTopic); got != 60 {
+				t.Fatalf("topic holds %d records, 60 reported accepted", got)
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		st := streamtest.New(t, gatewaytest.Options{Partitions: 3}, nil)
+		_, u := newFlakyProxy(t, st.URL, 1000) // always 503: no upgrade
+		rep, err := RunBench(context.Background(), BenchConfig{Dialect: aep.DialectD, URL: u, WebSocket: true,
+			Duration: time.Minute, MaxEvents: 10, Batch: 5, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := rep.Gateway; p.Failed != 10 || p.Accepted != 0 || p.ByStatus["error"] != 2 {
+			t.Fatalf("%+v", p)
+		}
+	})
 }

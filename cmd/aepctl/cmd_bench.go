@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS [--baseline-routed]] [--baseline-http] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
+const benchSynopsis = "bench ingest [--dialect r|d] [--url URL] [--token KEY] [--rate R | --max] [--duration D] [--events N] [--concurrency C] [--batch B] [--transport http|ws] [--sessions S] [--size BYTES] [--baseline-kafka BROKERS [--baseline-routed]] [--baseline-http] [--gateway-pid PID] [--broker-pid PID] [--allow-remote] [--output text|json] [--progress]"
 
 const benchHelp = `Load tests for a gateway, bounded in time and events, each beside a
 baseline measured in the same run.
@@ -85,6 +85,7 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 	events := fs.Int("events", 0, "most events per phase (0: rate×duration, or 10,000,000 with --max)")
 	conc := fs.Int("concurrency", 4, "requests in flight")
 	batch := fs.Int("batch", 100, "events per request, at most 1000")
+	transport := fs.String("transport", "http", "http: POST batches (NDJSON); ws: one WebSocket message per event on --concurrency held connections (R /socket as an emitter, D /aep after session.opened), --batch events between answers checked")
 	sessions := fs.Int("sessions", 100, "sessions the events are spread over")
 	size := fs.Int("size", 0, "pad each event to about this many bytes (0: no padding, ~235 B events)")
 	baseline := fs.String("baseline-kafka", "", "comma-separated Kafka brokers: also produce the same events straight to Kafka for the same duration")
@@ -111,13 +112,15 @@ func cmdBenchIngest(ctx context.Context, args []string, stdout, stderr io.Writer
 		return usageErr(fs, "--duration must be within (0, %v]", maxBenchDuration)
 	case *events < 0, *conc < 1, *conc > maxBenchWorkers, *batch < 1, *batch > maxBenchBatch, *sessions < 1, *size < 0, *size > 1<<20, *baselineParts < 1, *gatewayPID < 0, *brokerPID < 0:
 		return usageErr(fs, "a numeric flag is out of range (concurrency 1..%d, batch 1..%d, sessions ≥ 1, size 0..1048576)", maxBenchWorkers, maxBenchBatch)
+	case *transport != "http" && *transport != "ws":
+		return usageErr(fs, "--transport %q: want http or ws", *transport)
 	case fs.NArg() > 0:
 		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	if err := conn.resolve(); err != nil {
 		return err
 	}
-	cfg := BenchConfig{Dialect: d, URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
+	cfg := BenchConfig{Dialect: d, WebSocket: *transport == "ws", URL: conn.url, Token: conn.token, Rate: *rate, Duration: *duration, MaxEvents: *events,
 		Concurrency: *conc, Batch: *batch, Sessions: *sessions, Size: *size, AllowRemote: *allowRemote,
 		RequestTimeout: *timeout, BaselineTopic: *baselineTopic, BaselinePartitions: *baselineParts,
 		GatewayPID: *gatewayPID, BrokerPID: *brokerPID, BaselineHTTP: *baselineHTTP}
@@ -165,8 +168,12 @@ func printBench(w io.Writer, r BenchReport) {
 	if c.Rate > 0 {
 		target = fmt.Sprintf("%.0f events/s", c.Rate)
 	}
-	fmt.Fprintf(w, "bench ingest: dialect %s, target %s, duration %v, concurrency %d, batch %d, sessions %d, event size %s\n",
-		c.Dialect, target, c.Duration, c.Concurrency, c.Batch, c.Sessions, sizeText(c.Size))
+	tr := "http"
+	if c.WebSocket {
+		tr = "ws"
+	}
+	fmt.Fprintf(w, "bench ingest: dialect %s, transport %s, target %s, duration %v, concurrency %d, batch %d, sessions %d, event size %s\n",
+		c.Dialect, tr, target, c.Duration, c.Concurrency, c.Batch, c.Sessions, sizeText(c.Size))
 	printPhase(w, r.Gateway)
 	for _, p := range []*PhaseReport{r.Baseline, r.Routed, r.HTTPFloor} {
 		if p == nil {
@@ -311,6 +318,7 @@ func benchJSON(r BenchReport) any {
 		DurationMS  float64    `json:"duration_ms"`
 		Concurrency int        `json:"concurrency"`
 		Batch       int        `json:"batch"`
+		WebSocket   bool       `json:"websocket,omitempty"`
 		Sessions    int        `json:"sessions"`
 		Size        int        `json:"size"`
 		Gateway     phaseJSON  `json:"gateway"`
@@ -324,7 +332,7 @@ func benchJSON(r BenchReport) any {
 		HTTPRatio   *float64   `json:"ratio_gateway_http_floor,omitempty"`
 		HTTPCPU     *float64   `json:"cpu_ratio_http_floor_gateway,omitempty"`
 		LoadAvg     string     `json:"load_average"`
-	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch,
+	}{LoadAvg: loadAvg(), Dialect: c.Dialect.String(), Rate: c.Rate, DurationMS: ms(c.Duration), Concurrency: c.Concurrency, Batch: c.Batch, WebSocket: c.WebSocket,
 		Sessions: c.Sessions, Size: c.Size, Gateway: toPhaseJSON(r.Gateway, c)}
 	out.Baseline, out.Ratio, out.CPURatio = baselineJSON(r, r.Baseline)
 	out.Routed, out.RoutedRatio, out.RoutedCPU = baselineJSON(r, r.Routed)

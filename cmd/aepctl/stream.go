@@ -205,8 +205,9 @@ var errRefused = errors.New("refused")
 // dErrorPayload is the error member of D's rejection payloads.
 type dErrorPayload struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Retryable bool   `json:"retryable"`
 	} `json:"error"`
 	Reason string `json:"reason"`
 	Cursor string `json:"cursor"`
