@@ -55,7 +55,7 @@ func Handler() http.Handler {
 		switch p := path.Clean("/" + r.URL.Path); p {
 		case "/", "/index.html":
 			servePage(w, r)
-		case "/console.js", "/stream.js", "/panels.js", "/console.css", "/favicon.svg":
+		case "/console.js", "/stream.js", "/panels.js", "/fleet.js", "/fleetview.js", "/console.css", "/favicon.svg":
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = p
 			files.ServeHTTP(w, r2)

@@ -44,7 +44,7 @@ async function* tail({ dialect, onOpen }) {
 const { startSessions } = await import(panelsJS);
 startSessions({ tail, Resume, token: "", table, status });
 const ready = () => table.tBodies[0].children.length === 200 && status.textContent.includes("D stream live") &&
-  table.tBodies[0].children.some((r) => r.text().endsWith("|2") && r.dataset.session === "r1");
+  table.tBodies[0].children.some((r) => r.text().split("|")[6] === "2" && r.dataset.session === "r1");
 for (let i = 0; i < 200 && !ready(); i++) await new Promise((r) => setTimeout(r, 20));
 const rows = table.tBodies[0].children;
 console.log("status " + status.textContent);
@@ -87,7 +87,8 @@ func TestSessionsPanel(t *testing.T) {
 		}
 	}
 	rows := fmt.Sprint(got["first"], "\n", got["second"], "\n", got["third"], "\n", got["last"])
-	if want := "r1|R|claude|tool.requested|0:8|10:00:03.000|2\ns3|D|agent:b|task.completed|-|10:00:01.000|1\ns204|D|agent:a|task.progress|-|10:00:00.000|1\ns7|D|agent:a|task.progress|-|10:00:00.000|1"; rows != want {
+	if want := "r1|R|claude|tool.requested|0:8|10:00:03.000|2|1|1|0|0|-\ns3|D|agent:b|task.completed|-|10:00:01.000|1|0|0|0|0|completed\n" +
+		"s204|D|agent:a|task.progress|-|10:00:00.000|1|0|0|0|0|progress\ns7|D|agent:a|task.progress|-|10:00:00.000|1|0|0|0|0|progress"; rows != want {
 		t.Errorf("first, second, third and last rows:\n%s\nwant:\n%s", rows, want)
 	}
 }
