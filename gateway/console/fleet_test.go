@@ -109,7 +109,7 @@ func TestFleetModel(t *testing.T) {
 		t.Errorf("agents %v", got.Agents)
 	}
 	// the times are within the 5 minutes before the model's clock: all 18
-	if strings.Join(got.Rates, ",") != "all types:18:60,tool.requested:3:60,attention.requested:2:60,tool.completed:2:60" {
+	if strings.Join(got.Rates, ",") != "tenant (all types):18:60,tool.requested:3:60,attention.requested:2:60,tool.completed:2:60" {
 		t.Errorf("rates %v", got.Rates)
 	}
 	if got.Sessions != 200 || got.KeptS1 {

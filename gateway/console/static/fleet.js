@@ -232,6 +232,6 @@ export class Rates {
     }
     out.sort((a, b) => b.sum - a.sum || (a.name < b.name ? -1 : 1));
     const total = pts(this.total);
-    return [{ name: "all types", points: total, sum: total.reduce((a, b) => a + b, 0) }, ...out.slice(0, n)];
+    return [{ name: "tenant (all types)", points: total, sum: total.reduce((a, b) => a + b, 0) }, ...out.slice(0, n)];
   }
 }
