@@ -68,8 +68,19 @@ func TestSSEDSince(t *testing.T) {
 		t.Fatalf("after the replay got %+v; want event.replayed of 2 events", d)
 	}
 	e.ingest(dEvent("evt_3", "task.started", "sess_a"))
-	if d := s.event(); d.ID != "evt_3" {
-		t.Fatalf("after the replay got %+v; want the live evt_3 (not the hour-old evt_old)", d)
+	d3 := s.event()
+	if d3.ID != "evt_3" {
+		t.Fatalf("after the replay got %+v; want the live evt_3 (not the hour-old evt_old)", d3)
+	}
+	// An EventSource reconnects to the same URL with its Last-Event-ID:
+	// that cursor wins, exactly.
+	e.ingest(dEvent("evt_4", "task.progress", "sess_a"))
+	again, resp := e.open("types=task.*&since=10m", map[string]string{"Last-Event-ID": d3.Delivery.Cursor})
+	if again == nil {
+		t.Fatalf("stream refused: %d", resp.StatusCode)
+	}
+	if d := again.event(); d.ID != "evt_4" {
+		t.Fatalf("since with Last-Event-ID after evt_3 sent %+v first; want evt_4", d)
 	}
 }
 

@@ -76,20 +76,29 @@ func TestSSESince(t *testing.T) {
 	if strings.Join(bySession["s-a"], ",") != "a-0-1,a-0-2" || strings.Join(bySession[sb], ",") != "b-0-0,b-0-1" || bySession[sold] != nil {
 		t.Fatalf("replayed %v", bySession)
 	}
+	// An EventSource reconnects to the same URL with its Last-Event-ID:
+	// that position wins, exactly.
+	c = e.getSSE(url.Values{"since": {"10m"}, "live": {"0"}}, map[string]string{"Last-Event-ID": "s-a:0:1"})
+	if m := c.nextEvent(); m.ID != "s-a:0:2" {
+		t.Fatalf("since with Last-Event-ID s-a:0:1 sent %q first; want s-a:0:2", m.ID)
+	}
+	if m := c.NextSkipping("ping"); !strings.HasPrefix(m.Comment(), "closing") {
+		t.Fatalf("then %+v; want the end of the replay", m)
+	}
 }
 
-// TestSSESinceRefusals: since out of its bounds, or with a resume point.
+// TestSSESinceRefusals: since out of its bounds, or with from.
 func TestSSESinceRefusals(t *testing.T) {
 	e := newEnv(t, nil)
 	for name, c := range map[string]struct {
 		q   url.Values
 		hdr map[string]string
 	}{
-		"not a duration":     {url.Values{"since": {"15"}}, nil},
-		"zero":               {url.Values{"since": {"0s"}}, nil},
-		"past 24h":           {url.Values{"since": {"25h"}}, nil},
-		"with from":          {url.Values{"since": {"1m"}, "from": {"all"}}, nil},
-		"with Last-Event-ID": {url.Values{"since": {"1m"}}, map[string]string{"Last-Event-ID": "s:0:1"}},
+		"not a duration":          {url.Values{"since": {"15"}}, nil},
+		"zero":                    {url.Values{"since": {"0s"}}, nil},
+		"past 24h":                {url.Values{"since": {"25h"}}, nil},
+		"with from":               {url.Values{"since": {"1m"}, "from": {"all"}}, nil},
+		"bad, with Last-Event-ID": {url.Values{"since": {"1y"}}, map[string]string{"Last-Event-ID": "s:0:1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp, cancel := e.rawSSE(c.q, c.hdr)

@@ -112,15 +112,19 @@ func (rl *Relay) sseParams(r *http.Request) (subParams, *reqError) {
 		return sp, invalid("live must be 0 or 1 (false or true); got %q", trunc(v))
 	}
 	if q.Has("since") {
-		if q.Has("from") || r.Header.Get("Last-Event-ID") != "" {
-			return sp, invalid("since cannot be combined with from or Last-Event-ID")
+		if q.Has("from") {
+			return sp, invalid("since cannot be combined with from")
 		}
 		d, err := engine.ParseSince(q.Get("since"))
 		if err != nil {
 			return sp, invalid("%v; got %q", err, trunc(q.Get("since")))
 		}
-		sp.since = d
-		return sp, nil
+		if r.Header.Get("Last-Event-ID") == "" {
+			sp.since = d
+			return sp, nil
+		}
+		// else an EventSource reconnecting to its URL: the position it
+		// sends resumes exactly (below)
 	}
 	if q.Has("from") {
 		sp.from, sp.all, rerr = parseFrom([]byte(q.Get("from")), rl.cfg.MaxFrom)
