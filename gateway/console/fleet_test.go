@@ -39,6 +39,11 @@ const d = (n, state, time, payload) => ({ type: "task." + state, event: { aep_ve
 const ds = [d(1, "submitted", "01:00"), d(2, "accepted", "01:01"), d(3, "started", "01:02"), d(4, "progress", "01:03", { message: "12 pages" }), d(5, "completed", "01:10")];
 const out = {};
 out.first = [...rs.map((m) => fleet.observe("r", m)), ...ds.map((m) => fleet.observe("d", m))].filter(Boolean).length;
+fleet.observe("r", { type: "agent.heartbeat", event: { aep: "0.1", id: "hb1", type: "agent.heartbeat", time: at("01:50.000"), agent: "claude-code", data: {} } });
+fleet.observe("d", { type: "event.replayed", event: { aep_version: "0.1", id: "evt_r", type: "event.replayed", source: "aep-gateway", created_at: at("01:50"), payload: {} } });
+const old = (n) => ({ type: "task.submitted", event: { id: "o" + n, session_id: "sess_old" + n, source: "agent:old", created_at: "2026-07-09T09:00:00Z" } });
+fleet.observe("d", old(1));
+out.activeOld = fleet.agents().find((a) => a.who === "agent:old").active;
 out.again = [...rs.map((m) => fleet.observe("r", m)), ...ds.map((m) => fleet.observe("d", m))].filter(Boolean).length;
 const s1 = fleet.get("r\u0000s1"), d1 = fleet.get("d\u0000sess_1");
 out.count = [s1.count, d1.count];
@@ -67,7 +72,9 @@ process.exit(0);
 // in order. A replay of the same events (a stream reopened) adds nothing.
 // 250 more sessions keep 200, the least recently active dropped; a session
 // of 350 events keeps its latest 300 (and their ids, nothing more), with
-// its count. Strings are cut at 200 characters.
+// its count. Strings are cut at 200 characters. An agent's event (no
+// session) counts in the rates; the gateway's event.replayed does not; a
+// session whose event is an hour old is not active.
 func TestFleetModel(t *testing.T) {
 	script, err := filepath.Abs("static/fleet.js")
 	if err != nil {
@@ -83,6 +90,7 @@ func TestFleetModel(t *testing.T) {
 		Rates        []string
 		Sessions     int
 		KeptS1       bool
+		ActiveOld    int
 		Long, Limits []int
 	}
 	line := n.next()
@@ -105,11 +113,16 @@ func TestFleetModel(t *testing.T) {
 	if b, _ := json.Marshal(got.Sum); string(b) != `{"errors":2,"runs":1,"taskStates":[],"tasks":0,"tools":3,"toolsFailed":1,"waiting":1}` {
 		t.Errorf("summary %s", b)
 	}
-	if strings.Join(got.Agents, ",") != "tool:crawler:1:5,claude-code:1:13" {
+	if got.ActiveOld != 0 {
+		t.Errorf("a session whose event is an hour old counts as active")
+	}
+	if strings.Join(got.Agents, ",") != "tool:crawler:1:5,claude-code:1:13,agent:old:1:1" {
 		t.Errorf("agents %v", got.Agents)
 	}
-	// the times are within the 5 minutes before the model's clock: all 18
-	if strings.Join(got.Rates, ",") != "tenant (all types):18:60,tool.requested:3:60,attention.requested:2:60,tool.completed:2:60" {
+	// the times are within the 5 minutes before the model's clock: all 18,
+	// the agent's heartbeat (in no session), and the hour-old event by
+	// its arrival; the gateway's event.replayed is not an event of the tenant
+	if strings.Join(got.Rates, ",") != "tenant (all types):20:60,tool.requested:3:60,attention.requested:2:60,task.submitted:2:60" {
 		t.Errorf("rates %v", got.Rates)
 	}
 	if got.Sessions != 200 || got.KeptS1 {

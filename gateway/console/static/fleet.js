@@ -15,7 +15,7 @@ export const LIMITS = {
   bucketMs: 5000,       // one point: 5 s (a chart: the last 5 minutes)
 };
 
-export const ACTIVE_MS = 60000; // a session with an event in the last minute is active
+export const ACTIVE_MS = 60000; // a session with an event (by its own time) in the last minute is active
 
 const str = (v) => (typeof v === "string" ? v.slice(0, LIMITS.text) : "");
 const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
@@ -54,12 +54,16 @@ export class Fleet {
   // reconnect) or one without a session.
   observe(dialect, m) {
     const ev = m.event;
-    if (!ev || typeof ev !== "object") return false;
+    if (!ev || typeof ev !== "object" || m.type === "event.replayed") return false; // the gateway's marker
     const session = dialect === "r" ? ev.session : ev.session_id;
-    if (typeof session !== "string" || session === "") return false;
+    const c = compact(dialect, m.type, ev, this.now());
+    if (typeof session !== "string" || session === "") {
+      this.rates.add(c.type, c.time); // an agent's event: counted, in no session
+      this.version++;
+      return false;
+    }
     const key = dialect + "\u0000" + session;
     let s = this.byKey.get(key);
-    const c = compact(dialect, m.type, ev, this.now());
     if (s && c.id !== "" && s.ids.has(c.id)) return false;
     this.byKey.delete(key);
     if (!s) s = { key, dialect, session, count: 0, events: [], ids: new Set(), derived: null };
@@ -69,7 +73,9 @@ export class Fleet {
     s.type = c.type;
     s.position = c.position;
     s.time = c.time;
-    s.arrived = c.arrived;
+    // when it last did something: the event's own time, unless the
+    // producer's clock is ahead of the page's
+    s.seen = Math.min(c.time, c.arrived);
     s.events.push(c);
     if (c.id !== "") s.ids.add(c.id);
     if (s.events.length > LIMITS.eventsPerSession) s.ids.delete(s.events.shift().id);
@@ -100,7 +106,7 @@ export class Fleet {
       const a = by.get(k) || { who: s.who, dialect: s.dialect, sessions: 0, active: 0, events: 0, last: 0 };
       a.sessions++;
       a.events += s.count;
-      if (now - s.arrived < ACTIVE_MS) a.active++;
+      if (now - s.seen < ACTIVE_MS) a.active++;
       a.last = Math.max(a.last, s.time);
       by.set(k, a);
     }

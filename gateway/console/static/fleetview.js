@@ -58,7 +58,7 @@ export class FleetView {
   drawSummary(fleet, now) {
     let active = 0, waiting = 0, errors = 0, tasks = 0;
     for (const s of fleet.byKey.values()) {
-      if (now - s.arrived < ACTIVE_MS) active++;
+      if (now - s.seen < ACTIVE_MS) active++;
       const n = summary(fleet.timeline(s));
       waiting += n.waiting;
       errors += n.errors;
