@@ -34,6 +34,8 @@ const rs = [
   r("e10", "attention.resolved", "00:09.000", { subject: "e9" }, { resolution: "answered", latency_ms: 2000 }),
   r("e11", "error.raised", "00:10.000", { run: "r1" }, { code: "rate_limited", error: { message: "throttled" } }),
   r("e12", "run.finished", "00:11.000", { run: "r1" }, { duration_ms: 10000 }),
+  r("e13", "run.step.started", "00:12.000", { run: "r2", step: "1" }, { name: "plan the change" }),
+  r("e14", "run.step.finished", "00:12.750", { run: "r2", step: "1" }, { status: "success" }),
 ];
 const d = (n, state, time, payload) => ({ type: "task." + state, event: { aep_version: "0.1", id: "evt_" + n, type: "task." + state, source: "tool:crawler", session_id: "sess_1", task_id: "task_01", created_at: at(time), payload: { task_id: "task_01", state, ...payload } } });
 const ds = [d(1, "submitted", "01:00"), d(2, "accepted", "01:01"), d(3, "started", "01:02"), d(4, "progress", "01:03", { message: "12 pages" }), d(5, "completed", "01:10")];
@@ -64,12 +66,12 @@ process.exit(0);
 `
 
 // The fleet model derives a session's timeline from its events: the run
-// with its duration, three tool calls with theirs (1240 ms and 310 ms as the
+// with its duration, a step with the time between its two events, three tool calls with theirs (1240 ms and 310 ms as the
 // events state them, 500 ms from the times of call and result, correlated
 // by call_id), the failed one marked failed with its error, the attention
 // request without an answer waiting and the answered one answered (the
 // answer names the request as its subject), the error; the D task's states
-// in order. A replay of the same events (a stream reopened) adds nothing.
+// in order. A replay of the same 20 events (a stream reopened) adds nothing.
 // 250 more sessions keep 200, the least recently active dropped; a session
 // of 350 events keeps its latest 300 (and their ids, nothing more), with
 // its count. Strings are cut at 200 characters. An agent's event (no
@@ -97,12 +99,12 @@ func TestFleetModel(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &got); err != nil {
 		t.Fatalf("%v: %s", err, line)
 	}
-	if got.First != 18 || got.Again != 0 || got.Count[0] != 13 || got.Count[1] != 5 {
-		t.Errorf("first pass kept %d events, the replay %d (want 18, 0); counts %v (want 13, 5)", got.First, got.Again, got.Count)
+	if got.First != 20 || got.Again != 0 || got.Count[0] != 15 || got.Count[1] != 5 {
+		t.Errorf("first pass kept %d events, the replay %d (want 20, 0); counts %v (want 15, 5)", got.First, got.Again, got.Count)
 	}
 	wantR := `[["run","r1","finished",10000,""],["tool","Bash","completed",1240,""],["tool","Write","failed",310,"ENOSPC"],` +
 		`["tool","Read","completed",500,""],["attention","permission","waiting",null,"len 200"],["attention","permission","answered",2000,"deploy?"],` +
-		`["error","rate_limited","error",null,"throttled"]]`
+		`["error","rate_limited","error",null,"throttled"],["step","plan the change","success",750,""]]`
 	if b, _ := json.Marshal(got.R); string(b) != wantR {
 		t.Errorf("R timeline:\n%s\nwant\n%s", b, wantR)
 	}
@@ -116,13 +118,13 @@ func TestFleetModel(t *testing.T) {
 	if got.ActiveOld != 0 {
 		t.Errorf("a session whose event is an hour old counts as active")
 	}
-	if strings.Join(got.Agents, ",") != "tool:crawler:1:5,claude-code:1:13,agent:old:1:1" {
+	if strings.Join(got.Agents, ",") != "tool:crawler:1:5,claude-code:1:15,agent:old:1:1" {
 		t.Errorf("agents %v", got.Agents)
 	}
-	// the times are within the 5 minutes before the model's clock: all 18,
+	// the times are within the 5 minutes before the model's clock: all 20,
 	// the agent's heartbeat (in no session), and the hour-old event by
 	// its arrival; the gateway's event.replayed is not an event of the tenant
-	if strings.Join(got.Rates, ",") != "tenant (all types):20:60,tool.requested:3:60,attention.requested:2:60,task.submitted:2:60" {
+	if strings.Join(got.Rates, ",") != "tenant (all types):22:60,tool.requested:3:60,attention.requested:2:60,task.submitted:2:60" {
 		t.Errorf("rates %v", got.Rates)
 	}
 	if got.Sessions != 200 || got.KeptS1 {
