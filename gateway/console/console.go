@@ -1,11 +1,13 @@
 // Package console serves a small web console for aep-gateway: a live tail of
-// the tenant's events with a filter box and pause/resume, the sessions with
-// their latest event and (epoch, seq), the durable subscriptions with their
+// the tenant's events with a filter box and pause/resume, the fleet (agents
+// and sessions of the last 15 minutes and since, with their runs, tool
+// calls, waiting attention requests, errors and D tasks, event rates per
+// type, and a session's timeline), the durable subscriptions with their
 // lag and acknowledgement counters (redeliveries among them), the recent dead
 // letters, and the node's readiness. It is static HTML, CSS and JavaScript
 // (no framework, no build step) embedded in the binary; everything it shows
-// comes from the gateway's public API (SSE read with fetch, GET
-// /aep/subscriptions, /aep/dead-letters, /readyz), so it is also a worked
+// comes from the gateway's public API (SSE read with fetch, since= on
+// load, GET /aep/subscriptions, /aep/dead-letters, /readyz), so it is also a worked
 // example of a browser client.
 //
 // The handler holds no data and no state: mount it behind the gateway's
@@ -32,8 +34,9 @@ var static embed.FS
 var page = template.Must(template.ParseFS(static, "static/index.html"))
 
 // Handler serves the console at the root of where it is mounted (use
-// http.StripPrefix): "/" is the page, "/console.js", "/stream.js" and
-// "/console.css" and "/favicon.svg" (the page names its icon, so a browser
+// http.StripPrefix): "/" is the page, "/console.js", "/stream.js",
+// "/panels.js", "/fleet.js", "/fleetview.js", "/console.css" and
+// "/favicon.svg" (the page names its icon, so a browser
 // does not ask the gateway's root for /favicon.ico) its assets. Only GET and HEAD are served.
 func Handler() http.Handler {
 	assets, err := fs.Sub(static, "static")
@@ -55,7 +58,7 @@ func Handler() http.Handler {
 		switch p := path.Clean("/" + r.URL.Path); p {
 		case "/", "/index.html":
 			servePage(w, r)
-		case "/console.js", "/stream.js", "/panels.js", "/console.css", "/favicon.svg":
+		case "/console.js", "/stream.js", "/panels.js", "/fleet.js", "/fleetview.js", "/console.css", "/favicon.svg":
 			r2 := r.Clone(r.Context())
 			r2.URL.Path = p
 			files.ServeHTTP(w, r2)

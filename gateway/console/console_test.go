@@ -60,7 +60,7 @@ func TestHandlerServesThePageAndItsAssets(t *testing.T) {
 	if _, body := get(t, hs.URL+"/console/?x=%22%3E%3Cscript%3E"); strings.Contains(body, "<script>") {
 		t.Errorf("page reflects the query")
 	}
-	for path, ctype := range map[string]string{"/console/console.js": "javascript", "/console/stream.js": "javascript", "/console/panels.js": "javascript", "/console/console.css": "text/css", "/console/favicon.svg": "image/svg+xml"} {
+	for path, ctype := range map[string]string{"/console/console.js": "javascript", "/console/stream.js": "javascript", "/console/panels.js": "javascript", "/console/fleet.js": "javascript", "/console/fleetview.js": "javascript", "/console/console.css": "text/css", "/console/favicon.svg": "image/svg+xml"} {
 		resp, body := get(t, hs.URL+path)
 		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), ctype) || len(body) < 100 {
 			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -307,7 +307,7 @@ func TestConsoleJSSyntax(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
-	for _, f := range []string{"console.js", "stream.js", "panels.js"} {
+	for _, f := range []string{"console.js", "stream.js", "panels.js", "fleet.js", "fleetview.js"} {
 		src, err := os.ReadFile(filepath.Join("static", f))
 		if err != nil {
 			t.Fatal(err)
@@ -340,15 +340,16 @@ class El {
   get rows() { return this.children; }
   get lastElementChild() { return this.children[this.children.length - 1]; }
   addEventListener(type, f) { this.listeners[type] = f; }
+  setAttribute(k, v) { this[k] = v; }
   text() { return this.children.map((c) => c.textContent).join("|"); }
 }
 const els = {};
-for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh", "search", "sub-form", "sub-body", "sub-create"]) els[id] = new El("x");
-for (const id of ["events", "subscriptions", "sessions", "dead-letters"]) els[id].tBodies = [new El("tbody")];
+for (const id of ["health", "tail-form", "dialect", "filter", "start", "pause", "clear", "tail-status", "events", "subs-status", "subs-refresh", "subscriptions", "sessions", "sessions-status", "dead-letters", "dl-status", "dl-refresh", "search", "sub-form", "sub-body", "sub-create", "fleet-summary", "agents", "rates", "timeline-title", "timeline"]) els[id] = new El("x");
+for (const id of ["events", "subscriptions", "sessions", "dead-letters", "agents", "timeline"]) els[id].tBodies = [new El("tbody")];
 els.dialect.value = "d";
 els.filter.value = "types=task.*&session_id=sess_dom";
 els.pause.textContent = "Pause";
-globalThis.document = { getElementById: (id) => els[id], createElement: (t) => new El(t) };
+globalThis.document = { getElementById: (id) => els[id], createElement: (t) => new El(t), createElementNS: (_, t) => new El(t) };
 globalThis.location = { search: "?access_token=" + token, origin: base };
 const realFetch = globalThis.fetch;
 globalThis.fetch = (u, o) => realFetch(new URL(u, base), o);
@@ -373,7 +374,7 @@ els.pause.listeners.click();
 await until(() => rows.children.length >= 3); // the event missed while paused, then event.replayed
 console.log("rows " + rows.children.length + ": " + rows.children.map((r) => r.text()).join(" / "));
 const sessions = els.sessions.tBodies[0];
-await until(() => sessions.children.some((r) => r.text().endsWith("|2")));
+await until(() => sessions.children.some((r) => r.text().split("|")[6] === "2"));
 console.log("sessions " + sessions.children.map((r) => r.text()).join(" / "));
 const subsRow = () => els.subscriptions.tBodies[0].children.map((r) => r.text()).join(" / ");
 await els["subs-refresh"].listeners.click();
@@ -449,7 +450,7 @@ func TestConsolePageAgainstGateway(t *testing.T) {
 	}
 	// The sessions panel followed the D stream all along: sess_dom, its
 	// latest event, no position (dialect D), 2 events.
-	if l := next("sessions "); l != "sessions sess_dom|D|agent:dom|task.progress|-|10:00:01.000|2" {
+	if l := next("sessions "); l != "sessions sess_dom|D|agent:dom|task.progress|-|10:00:01.000|2|0|0|0|0|progress" {
 		t.Errorf("%s", l)
 	}
 	// Both events match the durable subscription: its lag is 2 until they

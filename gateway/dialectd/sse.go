@@ -140,6 +140,10 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var fin transport.Cleanup
 	defer fin.Run()
 	fin.Add(stream.Leave)
+	since, ok := sinceParam(w, r, st)
+	if !ok {
+		return
+	}
 	switch st.mode {
 	case "":
 		st.mode = ModeBestEffort
@@ -179,6 +183,13 @@ func (h *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var start []cursor.PartitionOffset
 		start, st.gaps = st.state.Check(c)
 		req.From, req.Sequence = st.fullFrontier(start), c.Sequence
+	}
+	if since > 0 {
+		if req.From, err = h.e.OffsetsAfter(ctx, st.tenant, time.Now().Add(-since)); err != nil {
+			h.cfg.Logger.Warn().Err(err).Stringer("tenant", st.tenant).Msg("dialectd: since")
+			writeErr(w, http.StatusServiceUnavailable, aep.CodeDInternalError, "the event log is not available", true, nil)
+			return
+		}
 	}
 	sub, err := h.e.Subscribe(ctx, req)
 	if err != nil {

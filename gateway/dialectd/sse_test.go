@@ -30,11 +30,12 @@ import (
 // sseEnv is a gateway (real ingest over HTTP into kfake) with the D SSE
 // handler served next to it on the same test server.
 type sseEnv struct {
-	t   *testing.T
-	url string
-	kr  *cursor.Keyring
-	adm *kadm.Client
-	reg *prometheus.Registry // the engine's metrics
+	t     *testing.T
+	url   string
+	kr    *cursor.Keyring
+	adm   *kadm.Client
+	reg   *prometheus.Registry // the engine's metrics
+	seeds kgo.Opt
 }
 
 func newSSEEnv(t *testing.T, cfg dialectd.SSEConfig) *sseEnv {
@@ -54,7 +55,7 @@ func newSSEEnv(t *testing.T, cfg dialectd.SSEConfig) *sseEnv {
 		hs.Close()
 		eng.Close()
 	})
-	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin, reg: reg}
+	return &sseEnv{t: t, url: hs.URL, kr: st.Keyring, adm: st.Admin, reg: reg, seeds: st.Seeds}
 }
 
 func dEvent(id, typ, session string) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
@@ -37,6 +38,9 @@ type subParams struct {
 	all bool
 	// noLive is live=0 (SSE): end the stream after the replay (§5).
 	noLive bool
+	// since (SSE, not in AEP-0003) replays every session-scoped event the
+	// log got in that last stretch of time, like all from a later start.
+	since time.Duration
 }
 
 // parseFilter parses an attr-match filter; empty input means {} (match all).

@@ -54,7 +54,13 @@ func (rl *Relay) serveSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	rl.startIndex(ctx, tn.String())
-	pl, err := rl.planResume(ctx, tn, sp.from, sp.all, sp.noLive)
+	var pl *plan
+	var err error
+	if sp.since > 0 {
+		pl, err = rl.planSince(ctx, tn, sp.since, sp.noLive)
+	} else {
+		pl, err = rl.planResume(ctx, tn, sp.from, sp.all, sp.noLive)
+	}
 	if err != nil {
 		rl.cfg.Logger.Error().Err(err).Stringer("tenant", tn).Msg("dialectr: plan resume")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the event log is unavailable")
@@ -104,6 +110,21 @@ func (rl *Relay) sseParams(r *http.Request) (subParams, *reqError) {
 		sp.noLive = true
 	default:
 		return sp, invalid("live must be 0 or 1 (false or true); got %q", trunc(v))
+	}
+	if q.Has("since") {
+		if q.Has("from") {
+			return sp, invalid("since cannot be combined with from")
+		}
+		d, err := engine.ParseSince(q.Get("since"))
+		if err != nil {
+			return sp, invalid("%v; got %q", err, trunc(q.Get("since")))
+		}
+		if r.Header.Get("Last-Event-ID") == "" {
+			sp.since = d
+			return sp, nil
+		}
+		// else an EventSource reconnecting to its URL: the position it
+		// sends resumes exactly (below)
 	}
 	if q.Has("from") {
 		sp.from, sp.all, rerr = parseFrom([]byte(q.Get("from")), rl.cfg.MaxFrom)

@@ -1,6 +1,7 @@
 // console.js: the page. Everything it shows comes from the gateway's public
 // API: the SSE streams (read with fetch, see stream.js), GET
-// /aep/subscriptions[/{id}], /aep/dead-letters (panels.js) and /readyz. Text from events is only ever put
+// /aep/subscriptions[/{id}], /aep/dead-letters (panels.js) and /readyz; the
+// fleet view (fleet.js, fleetview.js) is drawn from the two streams. Text from events is only ever put
 // into the page with textContent.
 
 // The page was opened with ?access_token=KEY when the gateway needs a key;
@@ -8,6 +9,7 @@
 const query = new URL(import.meta.url).search;
 const { tail, Resume, getJSON, sendJSON } = await import("./stream.js" + query);
 const { startSessions, refreshDeadLetters } = await import("./panels.js" + query);
+const { FleetView } = await import("./fleetview.js" + query);
 const token = new URLSearchParams(location.search).get("access_token") || "";
 
 const MAX_ROWS = 500;        // events kept on the page
@@ -204,7 +206,8 @@ async function refreshHealth() {
 
 // --- sessions and dead letters (panels.js) -------------------------------------
 
-startSessions({ tail, Resume, token, table: $("sessions"), status: $("sessions-status") });
+const view = new FleetView({ summaryEl: $("fleet-summary"), agents: $("agents"), rates: $("rates"), title: $("timeline-title"), timeline: $("timeline") });
+startSessions({ tail, Resume, token, table: $("sessions"), status: $("sessions-status"), view });
 const deadLetters = () => refreshDeadLetters({ getJSON, token, table: $("dead-letters"), status: $("dl-status") });
 
 $("subs-refresh").addEventListener("click", refreshSubs);

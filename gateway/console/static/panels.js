@@ -1,10 +1,13 @@
 // panels.js: the sessions and dead-letters panels. Like the rest of the
 // page they use only the gateway's public API: the sessions table follows
-// the tenant's two live streams (dialect R /stream, dialect D /aep/events),
+// the tenant's two streams (dialect R /stream, dialect D /aep/events, each
+// first read from the last 15 minutes with since=, then live),
 // the dead letters come from GET /aep/dead-letters. Text from events is only
 // put into the page with textContent.
 
-const MAX_SESSIONS = 200;   // sessions kept, the least recently active dropped
+const { Fleet, summary } = await import("./fleet.js" + new URL(import.meta.url).search);
+
+const RECENT = "15m";       // the look-back of the first request of each stream (since=)
 const RENDER_EVERY_MS = 250;
 const RECONNECT_MIN_MS = 1000;
 const RECONNECT_MAX_MS = 30000;
@@ -26,59 +29,63 @@ function row(cells, dataset) {
 
 // --- sessions ------------------------------------------------------------------
 
-// Sessions keeps, per (dialect, session), the latest event seen and how many.
-// R events carry their (epoch, seq); D events have no position in the
-// session, so D rows show "-" there.
+// Sessions is the fleet view: the Fleet model (fleet.js) fed by the two
+// streams, its sessions table and, through fleetview.js, the agents, the
+// rate charts and the timeline of the session clicked.
 class Sessions {
-  constructor(table, status) {
+  constructor(table, status, view) {
     this.table = table;
     this.status = status;
-    this.byKey = new Map(); // insertion order = least recently active first
+    this.view = view;
+    this.fleet = new Fleet();
     this.notes = { r: "connecting…", d: "connecting…" };
-    this.dirty = false;
+    this.drawn = -1;
+    this.selected = "";
   }
-  observe(dialect, m) {
-    const ev = m.event;
-    if (!ev) return;
-    const session = dialect === "r" ? ev.session : ev.session_id;
-    if (typeof session !== "string" || session === "") return;
-    const key = dialect + "\u0000" + session;
-    const prev = this.byKey.get(key);
-    this.byKey.delete(key);
-    this.byKey.set(key, {
-      dialect, session, count: (prev ? prev.count : 0) + 1, type: m.type,
-      who: (dialect === "r" ? ev.agent : ev.source) || "-",
-      position: dialect === "r" && typeof ev.seq === "number" ? `${ev.epoch || 0}:${ev.seq}` : "-",
-      time: ev.time || ev.created_at || "",
-    });
-    if (this.byKey.size > MAX_SESSIONS) this.byKey.delete(this.byKey.keys().next().value);
-    this.dirty = true;
-  }
+  observe(dialect, m) { this.fleet.observe(dialect, m); }
   note(dialect, text) {
     this.notes[dialect] = text;
-    this.dirty = true;
+    this.drawn = -1;
+  }
+  select(key) {
+    this.selected = key;
+    this.drawn = -1;
+    this.render();
   }
   render() {
-    if (!this.dirty) return;
-    this.dirty = false;
-    const rows = [...this.byKey.values()].reverse().map((s) => row([
-      [s.session], [s.dialect.toUpperCase()], [s.who], [s.type],
-      [s.position, "num position"], [s.time ? new Date(s.time).toISOString().slice(11, 23) : "-"], [String(s.count), "num"],
-    ], { session: s.session, dialect: s.dialect }));
+    if (this.view) this.view.tick(this.fleet, this.selected);
+    if (this.drawn === this.fleet.version) return;
+    this.drawn = this.fleet.version;
+    const rows = this.fleet.sessions().map((s) => {
+      const n = summary(this.fleet.timeline(s));
+      const tr = row([
+        [s.session], [s.dialect.toUpperCase()], [s.who], [s.type],
+        [s.position, "num position"], [s.time ? new Date(s.time).toISOString().slice(11, 23) : "-"], [String(s.count), "num"],
+        [String(n.runs), "num runs"], [n.toolsFailed ? `${n.tools} (${n.toolsFailed} failed)` : String(n.tools), "num tools"],
+        [String(n.waiting), "num waiting"], [String(n.errors), "num errors"], [n.taskStates.join(", ") || "-", "tasks"],
+      ], { session: s.session, dialect: s.dialect, key: s.key });
+      tr.className = (s.key === this.selected ? "selected " : "") + (n.waiting ? "attn " : "") + (n.errors ? "err" : "");
+      if (tr.addEventListener) tr.addEventListener("click", () => this.select(s.key));
+      return tr;
+    });
     this.table.tBodies[0].replaceChildren(...rows);
-    this.status.textContent = `${this.byKey.size} sessions; R stream ${this.notes.r}, D stream ${this.notes.d}`;
+    this.status.textContent = `${this.fleet.byKey.size} sessions; R stream ${this.notes.r}, D stream ${this.notes.d}`;
   }
 }
 
-// follow keeps one live stream of a dialect open for the sessions table,
-// reopening it from where it was (so nothing is missed) with backoff.
+// follow keeps one stream of a dialect open for the fleet view. The first
+// request (and any before an event gave a position) asks for the last
+// RECENT of the log (since=), so sessions active before the page opened
+// show; a lost stream is reopened from where it was (so nothing is
+// missed) with backoff; an event seen twice is kept once (fleet.js).
 async function follow(tail, Resume, token, dialect, sessions) {
   const resume = new Resume();
   let wait = RECONNECT_MIN_MS;
   for (;;) {
     try {
       const onOpen = () => { wait = RECONNECT_MIN_MS; sessions.note(dialect, "live"); };
-      for await (const m of tail({ token, dialect, filter: "", resume, onOpen })) sessions.observe(dialect, m);
+      const since = resume.cursor || (resume.positions && resume.positions.length > 0) ? "" : RECENT;
+      for await (const m of tail({ token, dialect, filter: "", resume, since, onOpen })) sessions.observe(dialect, m);
       sessions.note(dialect, "ended; reconnecting");
     } catch (e) {
       sessions.note(dialect, "error: " + e.message + "; reconnecting");
@@ -88,8 +95,8 @@ async function follow(tail, Resume, token, dialect, sessions) {
   }
 }
 
-export function startSessions({ tail, Resume, token, table, status }) {
-  const sessions = new Sessions(table, status);
+export function startSessions({ tail, Resume, token, table, status, view }) {
+  const sessions = new Sessions(table, status, view);
   follow(tail, Resume, token, "r", sessions);
   follow(tail, Resume, token, "d", sessions);
   setInterval(() => sessions.render(), RENDER_EVERY_MS);

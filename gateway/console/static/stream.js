@@ -47,14 +47,16 @@ export async function* sseMessages(body) {
 
 // streamPath builds the stream request of a dialect: D takes the query form
 // of its filter ("types=task.*&session_id=s1"), R an attr-match JSON object.
-export function streamPath(dialect, filter, resume) {
+// since (a duration, "15m") starts at the events the log got in that last
+// stretch, when there is no resume point.
+export function streamPath(dialect, filter, resume, since) {
   const q = new URLSearchParams();
   if (dialect === "d") {
     new URLSearchParams(filter || "types=*").forEach((v, k) => q.append(k, v));
     if (resume && resume.cursor) {
       q.set("delivery_mode", "replayable");
       q.set("from_cursor", resume.cursor);
-    }
+    } else if (since) q.set("since", since);
     return "/aep/events?" + q.toString();
   }
   const f = (filter || "").trim();
@@ -63,6 +65,7 @@ export function streamPath(dialect, filter, resume) {
     q.set("filter", f);
   }
   if (resume && resume.positions && resume.positions.length > 0) q.set("from", JSON.stringify(resume.positions));
+  else if (since) q.set("since", since);
   return "/stream?" + q.toString();
 }
 
@@ -102,10 +105,10 @@ export async function apiError(resp) {
 // tail opens a stream and yields {type, id, event, raw} for every message
 // until signal aborts it (or the gateway ends it). onOpen is called once the
 // gateway answered 200 (the subscription exists then).
-export async function* tail({ base = "", token = "", dialect = "d", filter = "", resume = null, signal, onOpen }) {
+export async function* tail({ base = "", token = "", dialect = "d", filter = "", resume = null, since = "", signal, onOpen }) {
   const headers = { Accept: "text/event-stream" };
   if (token) headers.Authorization = "Bearer " + token;
-  const resp = await fetch(base + streamPath(dialect, filter, resume), { headers, signal });
+  const resp = await fetch(base + streamPath(dialect, filter, resume, since), { headers, signal });
   if (!resp.ok) throw await apiError(resp);
   if (onOpen) onOpen();
   for await (const m of sseMessages(resp.body)) {
