@@ -569,6 +569,12 @@ func (s *DurableStream) settleByID(eventID string, rej *Rejection) AckOutcome {
 		}
 		tracing.Ack(pe.ev.Record, s.req.Group, string(OutcomeRejected))
 		countLocked(pe, ^uint64(0)) // it was read
+		if pe.handed == 0 {
+			// rejected before the transport confirmed its write: the
+			// rejection proves one hand-over (Handed ignores a rejected
+			// entry, so the late confirmation adds none)
+			pe.handed = 1
+		}
 		pe.rejected = rej
 		pe.due = now
 		if pe.hidx >= 0 {

@@ -460,3 +460,24 @@ func TestDurableRetryableRejectThroughTheJournal(t *testing.T) {
 		t.Fatalf("the new holder dead-lettered a retryable rejection: %+v", st)
 	}
 }
+
+// A consumer can reject an event before the transport confirms it wrote
+// it (the client read the bytes; the writer's callback comes a moment
+// later): the rejection is itself proof of one hand-over, so the dead
+// letter counts 1 attempt, not 0, and the late confirmation adds nothing.
+func TestDurableRejectBeforeTheWriteIsConfirmedCountsOneAttempt(t *testing.T) {
+	k, e := durableEnv(t, 1)
+	const group = "g-reject-early"
+	startDurable(t, e, group)
+	s := openDurable(t, e, group, AckPolicy{AckTimeout: time.Hour}, 0)
+	k.produce(0, "task.a", "s", 1)
+	d := recvQueued(t, s) // not confirmed yet
+	if got := s.Reject("evt_s_1", Rejection{Code: "task_error", Message: "cannot"}); got != OutcomeRejected {
+		t.Fatalf("reject: %s", got)
+	}
+	s.Handed(d) // the writer's confirmation, late
+	dl := recvD(t, s)
+	if dl.Kind != DurableDeadLettered || dl.DeadLetter == nil || dl.DeadLetter.Attempts != 1 {
+		t.Fatalf("dead letter %+v (want 1 attempt)", dl.DeadLetter)
+	}
+}
