@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +174,20 @@ func get[T any](b *browser, what string, a chromedp.Action[T]) T {
 func (b *browser) eval(js string) string {
 	b.t.Helper()
 	return get(b, "evaluate "+js, chromedp.Evaluate[string](js))
+}
+
+// click clicks the element sel names the way a user's click reaches it
+// (HTMLElement.click: the click event, a form's submit), from the page
+// itself. chromedp.Click presses the mouse at the element's box as read a
+// moment before; the console's fleet view grows above the panels as events
+// arrive, and a press landing after such a shift hit whatever moved there
+// (the tests flaked on it).
+func (b *browser) click(what, sel string) {
+	b.t.Helper()
+	js := "(() => { const el = document.querySelector(" + strconv.Quote(sel) + "); if (!el) return false; el.click(); return true; })()"
+	if !get(b, what, chromedp.Evaluate[bool](js)) {
+		b.t.Fatalf("browser: %s: no element %s", what, sel)
+	}
 }
 
 // waitFor polls the JavaScript expression js (a boolean) until it is true,

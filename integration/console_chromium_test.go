@@ -45,7 +45,7 @@ func TestConsoleChromium(t *testing.T) {
 	br.waitFor("the subscriptions status", `document.getElementById("subs-status").textContent.startsWith("0 subscriptions")`, `document.getElementById("subs-status").textContent`, 10*time.Second)
 
 	// The live tail, every type (an empty filter is types=*).
-	br.run("start the tail", chromedp.Click(chromedp.CSS("#start")))
+	br.click("start the tail", "#start")
 	br.waitFor("the tail to open", `document.getElementById("tail-status").textContent.startsWith("live")`, `document.getElementById("tail-status").textContent`, 10*time.Second)
 	publish(
 		consoleEvent("evt_c1", "task.progress", "agent:planner", "sess_alpha", `{"step":"collect sources","pct":40}`),
@@ -104,7 +104,7 @@ func TestConsoleChromium(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			br.run("refresh the subscriptions", chromedp.Click(chromedp.CSS("#subs-refresh")))
+			br.click("refresh the subscriptions", "#subs-refresh")
 			time.Sleep(200 * time.Millisecond)
 			got := subs()
 			if strings.HasPrefix(got, created.ID+"|") && strings.Contains(got, want) {

@@ -145,7 +145,7 @@ func TestConsoleFleetChromium(t *testing.T) {
 	br.elementShot("#fleet", "console-fleet.png")
 
 	// The R session's timeline.
-	br.run("select s_fleet", chromedp.Click(chromedp.CSS(`#sessions tr[data-session="s_fleet"][data-dialect="r"] td`)))
+	br.click("select s_fleet", `#sessions tr[data-session="s_fleet"][data-dialect="r"] td`)
 	br.waitFor("the timeline of s_fleet", `document.querySelectorAll("#timeline tbody tr").length === 5`, jsRows("timeline"), 5*time.Second)
 	rows := strings.Split(br.eval(`[...document.querySelectorAll("#timeline tbody tr")].map((r) => r.dataset.kind + "|" + r.cells[2].textContent + "|" + r.dataset.status + "|" + r.cells[4].textContent + "|" + r.cells[6].textContent + "|" + getComputedStyle(r.cells[3]).color).join("\n")`), "\n")
 	red, amber := "rgb(176, 0, 32)", "rgb(138, 90, 0)"
@@ -169,7 +169,7 @@ func TestConsoleFleetChromium(t *testing.T) {
 	br.elementShot("#fleet", "console-timeline-r.png")
 
 	// The D session's timeline: the task's states in order.
-	br.run("select sess_fleet", chromedp.Click(chromedp.CSS(`#sessions tr[data-session="sess_fleet"][data-dialect="d"] td`)))
+	br.click("select sess_fleet", `#sessions tr[data-session="sess_fleet"][data-dialect="d"] td`)
 	br.waitFor("the timeline of sess_fleet", `document.querySelector("#timeline tbody tr")?.dataset.kind === "task"`, jsRows("timeline"), 5*time.Second)
 	if r := br.eval(jsRows("timeline")); !strings.Contains(r, "|task|task_fleet|completed|") || !strings.HasSuffix(r, "|submitted → accepted → started → progress → completed") {
 		t.Errorf("task timeline %q", r)

@@ -69,17 +69,17 @@ func TestConsoleManagesSubscriptionsAndSearchesChromium(t *testing.T) {
 
 	// Failure paths first: not JSON, then a body the gateway refuses.
 	setBody(`{"types":`)
-	br.run("create", chromedp.Click(chromedp.CSS("#sub-create")))
+	br.click("create", "#sub-create")
 	br.waitFor("the JSON error", status+`.startsWith("not JSON")`, status, 5*time.Second)
 	setBody(`{"types":"task.*","ack_timeout_ms":-5}`)
-	br.run("create", chromedp.Click(chromedp.CSS("#sub-create")))
+	br.click("create", "#sub-create")
 	br.waitFor("the gateway's refusal", status+`.startsWith("create: HTTP 400")`, status, 5*time.Second)
 	if ids := listSubscriptions(ctx, t, g, key); len(ids) != 0 {
 		t.Fatalf("refused creations left subscriptions %v", ids)
 	}
 
 	setBody(`{"types":["tool.*"],"max_attempts":3}`)
-	br.run("create", chromedp.Click(chromedp.CSS("#sub-create")))
+	br.click("create", "#sub-create")
 	br.waitFor("the creation", status+`.startsWith("created ")`, status, 10*time.Second)
 	ids := listSubscriptions(ctx, t, g, key)
 	if len(ids) != 1 || !strings.Contains(br.eval(status), ids[0]) {
@@ -91,13 +91,13 @@ func TestConsoleManagesSubscriptionsAndSearchesChromium(t *testing.T) {
 	}
 
 	// One click arms Delete (nothing deleted), the second deletes.
-	br.run("click Delete once", chromedp.Click(chromedp.CSS("#subscriptions button.delete")))
+	br.click("click Delete once", "#subscriptions button.delete")
 	br.waitFor("the confirmation", `document.querySelector("#subscriptions button.delete").textContent === "Confirm delete"`, jsRows("subscriptions"), 5*time.Second)
 	time.Sleep(3500 * time.Millisecond) // a periodic refresh in between keeps it armed
 	if got := listSubscriptions(ctx, t, g, key); len(got) != 1 {
 		t.Fatalf("one click deleted: %v", got)
 	}
-	br.run("confirm", chromedp.Click(chromedp.CSS("#subscriptions button.delete")))
+	br.click("confirm", "#subscriptions button.delete")
 	br.waitFor("the row gone", `document.querySelectorAll("#subscriptions tbody tr").length === 0`, jsRows("subscriptions"), 10*time.Second)
 	if got := listSubscriptions(ctx, t, g, key); len(got) != 0 {
 		t.Fatalf("after delete the API lists %v", got)
@@ -106,7 +106,7 @@ func TestConsoleManagesSubscriptionsAndSearchesChromium(t *testing.T) {
 	// Search over the tail.
 	publish := publisher(ctx, t, g, key)
 	visible := `[...document.querySelectorAll("#events tbody tr")].filter((r) => !r.hidden).map((r) => r.cells[1].textContent + ":" + r.cells[3].textContent).join(",")`
-	br.run("start the tail", chromedp.Click(chromedp.CSS("#start")))
+	br.click("start the tail", "#start")
 	br.waitFor("the tail to open", `document.getElementById("tail-status").textContent.startsWith("live")`, `document.getElementById("tail-status").textContent`, 10*time.Second)
 	publish(consoleEvent("evt_s1", "task.progress", "agent:planner", "sess_one", `{"note":"Needle in a haystack"}`),
 		consoleEvent("evt_s2", "task.progress", "agent:planner", "sess_two", `{"note":"hay only"}`))

@@ -114,7 +114,7 @@ func TestConsolePanelsChromium(t *testing.T) {
 	// 6th cell) and the dead letter (the 7th).
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		br.run("refresh the subscriptions", chromedp.Click(chromedp.CSS("#subs-refresh")))
+		br.click("refresh the subscriptions", "#subs-refresh")
 		time.Sleep(300 * time.Millisecond)
 		cells := strings.Split(br.eval(jsRows("subscriptions")), "|")
 		if len(cells) == 9 && cells[0] == created.ID && cells[3] == "yes" {
@@ -128,7 +128,7 @@ func TestConsolePanelsChromium(t *testing.T) {
 		}
 	}
 
-	br.run("refresh the dead letters", chromedp.Click(chromedp.CSS("#dl-refresh")))
+	br.click("refresh the dead letters", "#dl-refresh")
 	br.waitFor("the dead letter listed", `document.querySelectorAll("#dead-letters tbody tr").length === 1`, jsRows("dead-letters"), 10*time.Second)
 	dl := br.eval(jsRows("dead-letters"))
 	if want := fmt.Sprintf("|%s|evt_dl_bad|task.failed|1|task_error: cannot index", created.ID); !strings.Contains(dl, want) {

@@ -144,10 +144,27 @@ async function refreshSubs() {
     });
     $("subscriptions").tBodies[0].replaceChildren(...rows);
     const more = (list.subscriptions || []).length > MAX_SUBS ? ` (first ${MAX_SUBS} shown)` : "";
-    setStatus(status, `${(list.subscriptions || []).length} subscriptions${more}, updated ${new Date().toLocaleTimeString()}`);
+    subsStatus(status, `${(list.subscriptions || []).length} subscriptions${more}, updated ${new Date().toLocaleTimeString()}`);
   } catch (e) {
-    setStatus(status, "subscriptions: " + e.message, true);
+    subsStatus(status, "subscriptions: " + e.message, true);
   }
+}
+
+// actionShown is when a create or delete last put its outcome in the
+// status line. A refresh, periodic or not, leaves that outcome there for
+// ACTION_HOLD_MS: otherwise a refresh that was in flight when the user
+// clicked (every 3 s) could replace "create: HTTP 400 ..." at once.
+let actionShown = 0;
+const ACTION_HOLD_MS = 5000;
+
+function subsStatus(el, text, error) {
+  if (Date.now() - actionShown < ACTION_HOLD_MS) return;
+  setStatus(el, text, error);
+}
+
+function actionStatus(text, error) {
+  actionShown = Date.now();
+  setStatus($("subs-status"), text, error);
 }
 
 // armed is the subscription whose Delete was clicked once (kept across the
@@ -163,9 +180,9 @@ async function deleteSub(id, btn) {
   btn.disabled = true;
   try {
     await sendJSON("", token, "DELETE", "/aep/subscriptions/" + encodeURIComponent(id));
-    setStatus($("subs-status"), `deleted ${id}`);
+    actionStatus(`deleted ${id}`);
   } catch (e) {
-    setStatus($("subs-status"), `delete ${id}: ${e.message}`, true);
+    actionStatus(`delete ${id}: ${e.message}`, true);
   }
   armed = "";
   refreshSubs();
@@ -178,15 +195,15 @@ async function createSub(ev) {
   try {
     body = JSON.parse($("sub-body").value);
   } catch (e) {
-    setStatus($("subs-status"), "not JSON: " + e.message, true);
+    actionStatus("not JSON: " + e.message, true);
     return;
   }
   try {
     const out = await sendJSON("", token, "POST", "/aep/subscriptions", body);
     await refreshSubs();
-    setStatus($("subs-status"), `created ${out.subscription_id}`);
+    actionStatus(`created ${out.subscription_id}`);
   } catch (e) {
-    setStatus($("subs-status"), "create: " + e.message, true);
+    actionStatus("create: " + e.message, true);
   }
 }
 
