@@ -76,7 +76,10 @@ func TestWSDAtLeastOnceSubscriptionsOfSeveralConnectionsDoNotCollide(t *testing.
 }
 
 func testWSDNoCollision(t *testing.T, conns, subs, perSub int) {
-	e := newWSAckEnv(t, dialectd.WSConfig{AckPolicy: durable.AckPolicy{AckTimeout: time.Hour}})
+	// warnings reach the test's log: a subscription that ends with an
+	// error says why
+	e := newWSAckEnv(t, dialectd.WSConfig{AckPolicy: durable.AckPolicy{AckTimeout: time.Hour},
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	type subKey struct{ conn, sub int }
 	ws := make([]*gatewaytest.WSD, conns)
 	wire := make([]map[string]int, conns) // subscription_id -> sub index, per connection

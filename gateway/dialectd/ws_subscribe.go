@@ -357,6 +357,7 @@ func (c *wsConn) ended(s *wsSub, last string) {
 		p.Reason, e.Message = "shutdown", "the gateway is shutting down"
 	default:
 		p.Reason = "error"
+		c.log.Warn().Err(err).Str("subscription_id", s.id).Bool("at_least_once", s.dur != nil).Msg("dialectd: websocket subscription ended with an error")
 		switch {
 		case s.attached: // fenced by a newer stream, deleted, or a Kafka error
 			e.Message = "the subscription's stream ended here; attach to it again by subscription_id to go on where its acknowledgements left it"
