@@ -148,7 +148,7 @@ func (h *SubscriptionsHandler) resumeAdHoc(w http.ResponseWriter, r *http.Reques
 }
 
 // keepAlive moves the ad-hoc subscription def's expiry to now + its grace
-// while its stream is open (every grace/3, from a goroutine the returned
+// while its stream is open or waits to open (at once and every grace/3, from a goroutine the returned
 // stop ends and waits for), and once more when stop is called: it expires
 // a grace after its last stream ended, on whichever node. A definition
 // that is gone or expired (deleted, swept) is never written again.
@@ -161,11 +161,11 @@ func (h *SubscriptionsHandler) keepAlive(tn tenant.Tenant, def durable.Subscript
 		tk := time.NewTicker(max(grace/3, 10*time.Millisecond))
 		defer tk.Stop()
 		for {
+			h.renew(ctx, tn, def)
 			select {
 			case <-ctx.Done():
 				return
 			case <-tk.C:
-				h.renew(ctx, tn, def)
 			}
 		}
 	}()

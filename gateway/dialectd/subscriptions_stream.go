@@ -64,6 +64,9 @@ func (h *SubscriptionsHandler) open(w http.ResponseWriter, r *http.Request, def 
 		fin.Add(stream.Leave)
 	}
 	key := tn.String() + "/" + id
+	if def.GraceMS > 0 { // also while the claim waits for a previous holder
+		fin.Add(h.keepAlive(tn, def))
+	}
 	// the newest stream wins, here as on any other node: its claim in the
 	// journal fences an older stream of this node too
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+durable.LeaseTTL)
@@ -104,9 +107,6 @@ func (h *SubscriptionsHandler) open(w http.ResponseWriter, r *http.Request, def 
 		}
 		h.mu.Unlock()
 	})
-	if def.GraceMS > 0 {
-		fin.Add(h.keepAlive(tn, def))
-	}
 	if wt.started {
 		// the header is out and the body began: the stream goes on in
 		// this goroutine (a parked stream writes its own header)
