@@ -81,6 +81,7 @@ type config struct {
 	MaxStreamsPerTenant int
 	ParkIdleStreams     bool
 	MaxDurablePerTenant int
+	AdHocGrace          time.Duration
 	RateBurst           int
 
 	MaxConnections            int
@@ -231,6 +232,7 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.ControlPolicy, "control-policy", "any", "who may send AEP-0004 commands on /socket, per tenant: RULE[;TENANT=RULE...], RULE any (every authenticated sender of the tenant), off, or agents:A|B (only commands whose agent is listed); commands never flow without authentication")
 	fs.String(&c.NodeID, "node-id", "", "this node's name in the presence and control topics of dialect R and in durable stream claims (AEP-Stream-Node), unique among the running processes of the deployment; a restarted process may reuse its predecessor's, as the chart does with the pod name (empty: random per process)")
 	fs.Int(&c.MaxDurablePerTenant, "max-durable-subscriptions-per-tenant", 1000, "live durable subscriptions (POST /aep/subscriptions) one tenant may hold in the cluster; past it a create is answered 429 subscription_rejected (0: unbounded)")
+	fs.Duration(&c.AdHocGrace, "at-least-once-grace", time.Minute, "how long the subscription of an ad-hoc at_least_once stream (GET /aep/events?delivery_mode=at_least_once) outlives its last stream, for a resume with subscription_id on any node; it counts under --max-durable-subscriptions-per-tenant until then")
 	fs.Bool(&c.ParkIdleStreams, "park-idle-streams", true, "hold idle SSE streams and WebSockets without a goroutine or net/http buffers (HTTP/1.x without TLS on Linux; docs/delivery.md, \"Parked SSE streams\"); false keeps a goroutine per stream")
 	fs.Int(&c.MaxStreamsPerTenant, "max-streams-per-tenant", 1000, "open streams one tenant may hold on a node, every binding counted together: SSE streams, WebSocket connections and durable subscription streams of both dialects (0: unbounded)")
 	fs.Int(&c.MaxConnections, "max-connections", 8192, "HTTP connections open at once, all clients together; past it a new connection gets 503 and is closed (0: unbounded; keep it below the process's file descriptor limit)")
@@ -307,6 +309,9 @@ func parseFlags(fs *flagSet, c *config, args []string) error {
 func (c config) validate() error {
 	if _, err := c.trustedProxies(); err != nil {
 		return err
+	}
+	if c.AdHocGrace < time.Second || c.AdHocGrace > 24*time.Hour {
+		return fmt.Errorf("--at-least-once-grace %v: want 1s to 24h", c.AdHocGrace)
 	}
 	if c.DrainDelay < 0 || c.DrainDelay > 10*time.Minute {
 		return fmt.Errorf("--drain-delay %v: want 0 to 10m", c.DrainDelay)

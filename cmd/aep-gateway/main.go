@@ -322,14 +322,15 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 	lc.adds("durable cluster", dc.Close)
 	reg.MustRegister(hubRefusals(hub)...)
 	wsOrigins := gateway.WebSocketOriginPatterns(cfg.corsOrigins())
-	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
-		dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}))
 	srv.Mount(aep.DialectD, "/aep", dialectd.NewWSHandler(eng, dc, keyring, srv.IngestFunc(aep.DialectD),
 		dialectd.WSConfig{MaxMessageBytes: cfg.MaxEventBytes, Hub: hub, Logger: log, OriginPatterns: wsOrigins, Registerer: reg,
 			ReplayWindow: cfg.TopicRetention}))
 	// Durable at_least_once subscriptions (docs/delivery-durable-d.md).
 	subsD := dialectd.NewSubscriptionsHandler(dc, keyring,
-		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant})
+		dialectd.SubscriptionsConfig{MaxBodyBytes: cfg.MaxBodyBytes, Hub: hub, Logger: log, MaxPerTenant: cfg.MaxDurablePerTenant, AdHocGrace: cfg.AdHocGrace})
+	// at_least_once on GET /aep/events: a subscription per stream (docs/delivery.md)
+	srv.MountMethod(aep.DialectD, http.MethodGet, "/aep/events",
+		dialectd.Events(dialectd.NewSSEHandler(eng, keyring, dialectd.SSEConfig{Hub: hub, Logger: log}), subsD))
 	srv.Mount(aep.DialectD, "/aep/subscriptions", subsD)
 	srv.Mount(aep.DialectD, "/aep/subscriptions/*", subsD)
 	srv.Mount(aep.DialectD, "/aep/dead-letters", dialectd.NewDeadLettersHandler(dc, 0, log))

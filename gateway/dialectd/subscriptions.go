@@ -51,8 +51,12 @@ type SubscriptionsConfig struct {
 	// Hub admits each stream with every other stream of the node
 	// (per-tenant cap) and ends it on shutdown. Nil means a Hub of the
 	// handler's own, without a cap.
-	Hub    *transport.Hub
-	Logger zerolog.Logger
+	Hub *transport.Hub
+	// AdHocGrace is how long the subscription of an ad-hoc at_least_once
+	// stream (GET /aep/events) outlives its last stream, for a reconnect
+	// on any node (DefaultAdHocGrace).
+	AdHocGrace time.Duration
+	Logger     zerolog.Logger
 }
 
 // Bounds of what a client may set or have stored (docs/security.md).
@@ -118,6 +122,9 @@ func NewSubscriptionsHandler(e *durable.Cluster, kr *cursor.Keyring, cfg Subscri
 	}
 	if cfg.SetupTimeout <= 0 {
 		cfg.SetupTimeout = 10 * time.Second
+	}
+	if cfg.AdHocGrace <= 0 {
+		cfg.AdHocGrace = DefaultAdHocGrace
 	}
 	cfg.Policy = cfg.Policy.WithDefaults()
 	return &SubscriptionsHandler{e: e, kr: kr, cfg: cfg, hub: hubOf(cfg.Hub), active: map[string]*durable.DurableStream{}}
@@ -324,18 +331,37 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 	if refuseScope(w, tn, f) {
 		return
 	}
+	def, cur, ok := h.put(w, r, def, f.FromCursor())
+	if !ok {
+		return
+	}
+	out := struct {
+		subscriptionView
+		// Cursor is the starting position, usable with GET /aep/events.
+		Cursor string `json:"cursor,omitempty"`
+	}{subscriptionView: h.view(def), Cursor: cur}
+	w.Header().Set("Location", "/aep/subscriptions/"+def.ID)
+	transport.WriteJSON(w, http.StatusCreated, out)
+}
+
+// put makes the subscription def under a new id: its start (the end
+// offsets, or from's checked position) committed, then its definition
+// written, under the tenant's cap (429 past it). It returns def with its id
+// and the signed starting cursor, or answers the refusal.
+func (h *SubscriptionsHandler) put(w http.ResponseWriter, r *http.Request, def durable.SubscriptionDef, from string) (durable.SubscriptionDef, string, bool) {
+	tn := requestTenant(r)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout)
 	defer cancel()
 	st, err := h.e.State(ctx, tn)
 	if err != nil {
 		h.unavailable(w, tn, "topic state", err)
-		return
+		return def, "", false
 	}
 	start := make([]cursor.PartitionOffset, st.Partitions)
 	for p := range start {
 		start[p] = cursor.PartitionOffset{Partition: int32(p), Offset: st.End[p]}
 	}
-	if from := f.FromCursor(); from != "" {
+	if from != "" {
 		c, err := h.kr.Decode(tn.String(), from)
 		if err != nil {
 			det := map[string]string{"field": "from_cursor"}
@@ -344,7 +370,7 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 				det["cursor_error"] = string(ce.Code)
 			}
 			reject(w, "the cursor cannot be used: "+err.Error(), det)
-			return
+			return def, "", false
 		}
 		checked, _ := st.Check(c) // gaps are logged when the stream opens
 		for _, po := range checked {
@@ -356,35 +382,27 @@ func (h *SubscriptionsHandler) create(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.MaxPerTenant > 0 {
 		defs, ok := h.defs(w, r)
 		if !ok {
-			return
+			return def, "", false
 		}
 		if n := liveCount(defs, time.Now()); n >= h.cfg.MaxPerTenant {
 			h.e.Refused("durable_subscriptions_per_tenant")
 			writeErr(w, http.StatusTooManyRequests, aep.CodeDSubscriptionRejected,
 				"the tenant holds "+strconv.Itoa(n)+" durable subscriptions, the most allowed (--max-durable-subscriptions-per-tenant); delete one first",
 				false, map[string]string{"limit": "max_durable_subscriptions_per_tenant", "max": strconv.Itoa(h.cfg.MaxPerTenant)})
-			return
+			return def, "", false
 		}
 	}
 	def.ID = "sub_" + ulid.Make().String()
 	if err := h.e.CommitStart(ctx, tn, durable.SubscriptionGroup(tn, def.ID), st, start); err != nil {
 		h.unavailable(w, tn, "commit start", err)
-		return
+		return def, "", false
 	}
 	if err := h.e.PutSubscription(ctx, tn, def); err != nil {
 		h.unavailable(w, tn, "write definition", err)
-		return
+		return def, "", false
 	}
-	out := struct {
-		subscriptionView
-		// Cursor is the starting position, usable with GET /aep/events.
-		Cursor string `json:"cursor,omitempty"`
-	}{subscriptionView: h.view(def)}
-	if cur, err := h.kr.Encode(tn.String(), cursor.Cursor{Topic: st.ID.Tag(), Partitions: st.Partitions, Offsets: start}); err == nil {
-		out.Cursor = cur
-	}
-	w.Header().Set("Location", "/aep/subscriptions/"+def.ID)
-	transport.WriteJSON(w, http.StatusCreated, out)
+	cur, _ := h.kr.Encode(tn.String(), cursor.Cursor{Topic: st.ID.Tag(), Partitions: st.Partitions, Offsets: start})
+	return def, cur, true
 }
 
 // find reads the tenant's definitions (the node's follower of the

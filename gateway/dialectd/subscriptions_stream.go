@@ -32,6 +32,13 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 	if !ok {
 		return
 	}
+	h.open(w, r, def, nil)
+}
+
+// open serves the stream of def (the rest of stream); admitted is the
+// place under the tenant's stream cap the caller already took, or nil.
+func (h *SubscriptionsHandler) open(w http.ResponseWriter, r *http.Request, def durable.SubscriptionDef, admitted *transport.Stream) {
+	id := def.ID
 	tn := requestTenant(r)
 	f, err := filtering.ParseD(def.Filter)
 	if err != nil {
@@ -39,19 +46,27 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		writeErr(w, http.StatusInternalServerError, aep.CodeDInternalError, "the stored subscription is unreadable", false, nil)
 		return
 	}
+	// the stream's end owes these, whether it ends here or parked
+	var fin transport.Cleanup
+	defer fin.Run()
+	stream := admitted
+	if stream != nil {
+		fin.Add(stream.Leave)
+	}
 	capN, ok := streamCap(w, r, def)
 	if !ok {
 		return
 	}
-	stream, ok := admit(w, h.hub, tn)
-	if !ok {
-		return
+	if stream == nil {
+		if stream, ok = admit(w, h.hub, tn); !ok {
+			return
+		}
+		fin.Add(stream.Leave)
 	}
-	// the stream's end owes these, whether it ends here or parked
-	var fin transport.Cleanup
-	defer fin.Run()
-	fin.Add(stream.Leave)
 	key := tn.String() + "/" + id
+	if def.GraceMS > 0 { // also while the claim waits for a previous holder
+		fin.Add(h.keepAlive(tn, def))
+	}
 	// the newest stream wins, here as on any other node: its claim in the
 	// journal fences an older stream of this node too
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.SetupTimeout+durable.LeaseTTL)
@@ -65,7 +80,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 			OnWait:        wt.notice,
 			MaxAckPending: capN,
 		}
-		if def.ExpiresAt != nil {
+		if def.ExpiresAt != nil && def.GraceMS == 0 { // an ad-hoc stream's expiry moves while it is streamed
 			req.ExpiresAt = *def.ExpiresAt
 		}
 		s, err = h.e.OpenDurable(ctx, req)
@@ -100,6 +115,7 @@ func (h *SubscriptionsHandler) stream(w http.ResponseWriter, r *http.Request, id
 		// which node serves it, under which claim (docs/durable-cluster.md)
 		w.Header().Set("AEP-Stream-Node", h.e.NodeID())
 		w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(s.Epoch(), 10))
+		w.Header().Set("AEP-Subscription-Id", id)
 		transport.StartSSE(w)
 	}
 	dst := &durableSSE{h: h, id: id, st: &streamState{tenant: tn, mode: ModeAtLeastOnce, state: st}, handed: &handedBatch{s: s}}
@@ -121,6 +137,7 @@ type waitingSSE struct {
 
 func (ws *waitingSSE) notice(d durable.DurableWait) {
 	if !ws.started {
+		ws.w.Header().Set("AEP-Subscription-Id", ws.id)
 		ws.w.Header().Set("AEP-Stream-Node", ws.h.e.NodeID())
 		ws.w.Header().Set("AEP-Stream-Epoch", strconv.FormatInt(d.Epoch, 10))
 		transport.StartSSE(ws.w)

@@ -28,6 +28,11 @@ type SubscriptionDef struct {
 	// MaxAckPending caps delivered but unacknowledged events (0: the
 	// default, DefaultMaxAckPending).
 	MaxAckPending int `json:"max_ack_pending,omitempty"`
+	// GraceMS > 0 marks the subscription of an ad-hoc at_least_once stream
+	// (GET /aep/events): whichever node streams it moves ExpiresAt to now +
+	// grace while it does, so it expires (and any node's janitor removes
+	// it) a grace after its last stream ended, even if that node crashed.
+	GraceMS int64 `json:"grace_ms,omitempty"`
 }
 
 // Expired says whether def has passed its expires_at at now.
