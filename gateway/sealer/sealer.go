@@ -53,7 +53,8 @@ const (
 const DefaultFetchBytes = 1 << 20
 
 // sealGatherBytes and sealGatherWait replace a broker-side minimum fetch
-// size: after a poll that decoded less than sealGatherBytes, the sealer
+// size: after a poll that decoded less than sealGatherBytes and less than
+// half its fetch bound (it is at the tail, not catching up), the sealer
 // waits up to sealGatherWait (less with a shorter Interval) before it
 // polls again, so under a trickle of small batches it reads what gathered
 // meanwhile in one fetch instead of one fetch per produced batch (which
@@ -251,7 +252,8 @@ func (s *Sealer) Run(ctx context.Context) error {
 			return err
 		}
 		cl.AllowRebalance()
-		if decoded < sealGatherBytes {
+		if decoded < sealGatherBytes && decoded < int(sizer.Bound())/2 {
+			// less than the fetch could have brought: at the tail
 			s.gather(ctx)
 		}
 	}
