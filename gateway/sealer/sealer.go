@@ -36,6 +36,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/internal/auditlog"
 	"github.com/aep-gateway/aep-gateway/internal/auditread"
+	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -47,12 +48,24 @@ const (
 	DefaultSessionTimeout = 10 * time.Second
 )
 
-// sealFetchMinBytes is what a sealer's fetch waits for, up to the
-// interval.
-const sealFetchMinBytes = 512 << 10
+// DefaultFetchBytes is what one fetch of a sealer decodes to, about
+// (internal/fetchsize: at least one producer batch).
+const DefaultFetchBytes = 1 << 20
 
-// sealFetchMaxBytes bounds what one fetch of a sealer holds.
-const sealFetchMaxBytes = 4 << 20
+// sealGatherBytes and sealGatherWait replace a broker-side minimum fetch
+// size: after a poll that decoded less than sealGatherBytes and less than
+// half its fetch bound (it is at the tail, not catching up), the sealer
+// waits up to sealGatherWait (less with a shorter Interval) before it
+// polls again, so under a trickle of small batches it reads what gathered
+// meanwhile in one fetch instead of one fetch per produced batch (which
+// doubled the embedded broker's CPU per event: docs/benchmarks.md, "Audit
+// sealer"). A broker-side FetchMinBytes cannot do it once fetchsize
+// lowers the fetch bound under it: Kafka counts the minimum within the
+// partitions' bounds, so a fetch would wait its whole FetchMaxWait.
+const (
+	sealGatherBytes = 256 << 10
+	sealGatherWait  = time.Second
+)
 
 // Config configures a Sealer.
 type Config struct {
@@ -84,8 +97,12 @@ type Config struct {
 	MetadataMaxAge time.Duration
 	// SessionTimeout is the group session timeout.
 	SessionTimeout time.Duration
-	Logger         zerolog.Logger
-	Registerer     prometheus.Registerer
+	// FetchBytes is what one fetch decodes to, about (records as the
+	// sealer holds them, not as stored compressed). Zero means
+	// DefaultFetchBytes.
+	FetchBytes int32
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Sealer seals the tenant topics. Run it once.
@@ -141,6 +158,9 @@ func New(cfg Config) (*Sealer, error) {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
+	if cfg.FetchBytes <= 0 {
+		cfg.FetchBytes = DefaultFetchBytes
+	}
 	if cfg.ReplicationFactor == 0 {
 		cfg.ReplicationFactor = -1
 	}
@@ -181,23 +201,21 @@ func (s *Sealer) Run(ctx context.Context) error {
 	defer prod.Close()
 	s.prod = prod
 	s.adm = kadm.NewClient(prod)
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
+	// Bounded in bytes decoded: a fetch bound in bytes as stored (4 MiB
+	// here before) decoded to hundreds of MiB over compressible events,
+	// which a sealer catching up on a burst held beside the gateway's
+	// streams (the catch-up memory tests ran with the sealer off for it).
+	sizer := fetchsize.New(s.cfg.FetchBytes)
+	cl, err := kgo.NewClient(append(append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumerGroup(s.cfg.Group), kgo.ConsumeRegex(), kgo.ConsumeTopics(s.cfg.TopicRegexp.String()),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.SessionTimeout(s.cfg.SessionTimeout),
-		// Sealing is not latency bound (a checkpoint each Interval): let
-		// the broker gather records into large fetches instead of
-		// answering one per produced batch, which under one-event
-		// requests doubled the embedded broker's CPU per event
-		// (docs/benchmarks.md, "Audit sealer").
-		kgo.FetchMinBytes(sealFetchMinBytes), kgo.FetchMaxWait(max(min(s.cfg.Interval, 5*time.Second), 10*time.Millisecond)),
-		// and bounded: franz-go's default is 50 MiB a fetch, which a
-		// sealer catching up on a full embedded data directory held on
-		// top of the gateway's streams (a CI failure of the catch-up
-		// memory test)
-		kgo.FetchMaxBytes(sealFetchMaxBytes), kgo.FetchMaxPartitionBytes(sealFetchMaxBytes/4),
+		// Sealing is not latency bound (a checkpoint each Interval): a
+		// fetch waits for a first batch, and the poll loop gathers
+		// (sealGatherWait).
+		kgo.FetchMinBytes(fetchsize.Min), kgo.FetchMaxWait(max(min(s.cfg.Interval, 5*time.Second), 10*time.Millisecond)),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.AdjustFetchOffsetsFn(s.assigned),
-		kgo.OnPartitionsRevoked(s.revoked), kgo.OnPartitionsLost(s.lost))...)
+		kgo.OnPartitionsRevoked(s.revoked), kgo.OnPartitionsLost(s.lost)), sizer.Opts()...)...)
 	if err != nil {
 		return fmt.Errorf("sealer: consumer: %w", err)
 	}
@@ -217,10 +235,15 @@ func (s *Sealer) Run(ctx context.Context) error {
 				s.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("sealer: fetch")
 			}
 		})
+		var decoded int
 		s.mu.Lock()
-		fs.EachRecord(s.sealLocked)
+		fs.EachRecord(func(r *kgo.Record) {
+			decoded += len(r.Key) + len(r.Value)
+			s.sealLocked(r)
+		})
 		s.dueLocked(time.Now(), false)
 		s.mu.Unlock()
+		sizer.Adjust(cl)
 		if err := s.flushAndCommit(ctx, cl); err != nil {
 			if ctx.Err() != nil {
 				err = s.drain(cl)
@@ -229,6 +252,20 @@ func (s *Sealer) Run(ctx context.Context) error {
 			return err
 		}
 		cl.AllowRebalance()
+		if decoded < sealGatherBytes && decoded < int(sizer.Bound())/2 {
+			// less than the fetch could have brought: at the tail
+			s.gather(ctx)
+		}
+	}
+}
+
+// gather waits for records to gather before the next poll (or ctx).
+func (s *Sealer) gather(ctx context.Context) {
+	t := time.NewTimer(min(sealGatherWait, s.cfg.Interval/4))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
