@@ -90,7 +90,8 @@ func IsTaskEvent(eventType string) bool {
 
 // Next is the state after an event of eventType for a task in state from,
 // or why the event is illegal ("" when it is legal). Types that are not
-// transitions leave the state as it is. A repeat of the current state is
+// transitions leave the state as it is, and so does any event of a task
+// not known (None) but its task.submitted. A repeat of the current state is
 // legal (the reference harness's rule: a second task.accepted, a third
 // task.progress), except task.submitted, which names a new task.
 func Next(from State, eventType string) (State, string) {
@@ -101,7 +102,10 @@ func Next(from State, eventType string) (State, string) {
 	case from == None && to == Submitted:
 		return Submitted, ""
 	case from == None:
-		return None, "unknown task: no task.submitted for it in this partition"
+		// a task the worker never saw submitted (before the retained log,
+		// dropped from a full tracker, submitted elsewhere) is not judged:
+		// refusing it would refuse legal work the gateway cannot see
+		return None, ""
 	case to == Submitted:
 		return from, "duplicate task id: the task was submitted already (it is " + from.String() + ")"
 	case from.Terminal():

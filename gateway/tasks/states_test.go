@@ -22,7 +22,7 @@ func TestNextFollowsTheLifecycleTable(t *testing.T) {
 		{"not a transition", []string{"task.submitted", "task.cancel.requested", "task.cancelled"}, -1, ""},
 		{"after terminal", []string{"task.submitted", "task.accepted", "task.started", "task.completed", "task.progress"}, 4, "terminal"},
 		{"terminal twice", []string{"task.submitted", "task.failed", "task.failed"}, 2, "terminal"},
-		{"unknown task", []string{"task.progress"}, 0, "unknown task"},
+		{"a task never seen submitted is not judged", []string{"task.progress", "task.completed", "task.progress"}, -1, ""},
 		{"duplicate submission", []string{"task.submitted", "task.accepted", "task.submitted"}, 2, "duplicate"},
 		{"skipping started", []string{"task.submitted", "task.accepted", "task.progress"}, 2, "accepted → progress"},
 		{"completed before started", []string{"task.submitted", "task.completed"}, 1, "submitted → completed"},

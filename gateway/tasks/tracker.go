@@ -44,9 +44,10 @@ func (t *partTracker) apply(task, eventType string, offset int64) (State, string
 	return from, ""
 }
 
-// makeRoom keeps the map under max: terminal tasks go first (an event
-// for one is refused either way, as an unknown task instead of a terminal
-// one), then the least recently moved quarter.
+// makeRoom keeps the map under max: terminal tasks go first, then the
+// least recently moved quarter. A dropped task is no longer judged (an
+// event after its terminal state is then let through): counted in
+// aep_task_evictions_total.
 func (t *partTracker) makeRoom() {
 	if len(t.tasks) < t.max {
 		return

@@ -171,7 +171,9 @@ func TestWorkerRejectsIllegalTransitionsOnly(t *testing.T) {
 	e.task(0, "evt_a3", "task.started", "task_a")
 	e.task(0, "evt_a4", "task.completed", "task_a")
 	e.task(0, "evt_a5", "task.progress", "task_a") // after terminal
-	e.task(1, "evt_b1", "task.progress", "task_b") // unknown task
+	e.task(1, "evt_b1", "task.progress", "task_b") // never submitted: not judged
+	e.task(1, "evt_b2", "task.submitted", "task_b")
+	e.task(1, "evt_b3", "task.submitted", "task_b") // duplicate
 	e.task(1, "evt_c1", "task.submitted", "task_c")
 	e.task(1, "evt_c2", "task.completed", "task_c") // skips acceptance and start
 	e.task(1, "evt_c3", "task.submitted", "task_c") // duplicate
@@ -179,8 +181,8 @@ func TestWorkerRejectsIllegalTransitionsOnly(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	stop()
 	rs := e.rejections()
-	if got := strings.Join(causes(rs), ","); got != "evt_a5,evt_b1,evt_c2,evt_c3" || len(rs) != 4 {
-		t.Fatalf("rejected %s (%d records), want evt_a5,evt_b1,evt_c2,evt_c3 once each", got, len(rs))
+	if got := strings.Join(causes(rs), ","); got != "evt_a5,evt_b3,evt_c2,evt_c3" || len(rs) != 4 {
+		t.Fatalf("rejected %s (%d records), want evt_a5,evt_b3,evt_c2,evt_c3 once each", got, len(rs))
 	}
 	for _, r := range rs {
 		if r.Type != "event.rejected" || r.Target != "agent:worker" || r.Payload.Acked != r.Causation || r.Payload.Error.Code != "task_error" ||
@@ -206,7 +208,9 @@ func TestWorkerRestartRebuildsStatesAndKeepsIDs(t *testing.T) {
 	stop()
 	e.task(0, "evt_4", "task.started", "task_x")   // legal only with the state from before the restart
 	e.task(0, "evt_5", "task.submitted", "task_x") // duplicate: needs it too
-	e.task(1, "evt_6", "task.failed", "task_y")    // unknown
+	e.task(1, "evt_6", "task.submitted", "task_y")
+	e.task(1, "evt_7", "task.started", "task_y")
+	e.task(1, "evt_8", "task.accepted", "task_y") // started → accepted: backwards
 	e.start("g2")
 	e.start("g2")
 	gatewaytest.Poll(t, "the rejections after the restart", func() bool { return len(causes(e.rejections())) == 3 })
@@ -219,7 +223,7 @@ func TestWorkerRestartRebuildsStatesAndKeepsIDs(t *testing.T) {
 		}
 		ids[r.Causation] = r.ID
 	}
-	if got := strings.Join(causes(rs), ","); got != "evt_3,evt_5,evt_6" {
-		t.Fatalf("rejected %s, want evt_3,evt_5,evt_6 (evt_4 is legal after the rebuilt accepted state)", got)
+	if got := strings.Join(causes(rs), ","); got != "evt_3,evt_5,evt_8" {
+		t.Fatalf("rejected %s, want evt_3,evt_5,evt_8 (evt_4 is legal after the rebuilt accepted state)", got)
 	}
 }
