@@ -89,11 +89,32 @@ func startGateway(t *testing.T, args ...string) *gatewayProc {
 	return startGatewayUnder(t, nil, args...)
 }
 
+// taskStatesGroup gives the task-state workers of the gateways of one test
+// (one --topic-template on the shared external broker) a consumer group of
+// their own, as separate deployments would have: every test's gateways in
+// one group would rebalance each other all run long.
+func taskStatesGroup(args []string) []string {
+	tmpl := ""
+	for i, a := range args {
+		if a == "--task-states-group" || strings.HasPrefix(a, "--task-states-group=") {
+			return nil
+		}
+		if a == "--topic-template" && i+1 < len(args) {
+			tmpl = args[i+1]
+		}
+	}
+	if tmpl == "" {
+		return nil
+	}
+	return []string{"--task-states-group", "aep-task-states." + strings.NewReplacer("{", "", "}", "").Replace(tmpl)}
+}
+
 // startGatewayUnder is startGateway with the binary run by a wrapper
 // command (for example prlimit, to give it a small descriptor limit).
 func startGatewayUnder(t testing.TB, wrapper []string, args ...string) *gatewayProc {
 	t.Helper()
 	bin := gatewayBinary(t)
+	args = append(args, taskStatesGroup(args)...)
 	args = append([]string{bin, "--listen", "127.0.0.1:0", "--log-format", "json", "--shutdown-timeout", "20s"}, args...)
 	args = append(append([]string{}, wrapper...), args...)
 	cmd := exec.Command(args[0], args[1:]...)

@@ -128,6 +128,8 @@ type config struct {
 
 	// Audit sealer (docs/audit.md).
 	AuditSeal       string
+	TaskStates      bool
+	TaskStatesGroup string
 	AuditSigningKey string
 	AuditPublicKeys string
 	AuditInterval   time.Duration
@@ -266,6 +268,8 @@ func defineFlags(fs *flagSet, c *config) {
 	fs.String(&c.AuditPublicKeys, "audit-public-keys", "", "PEM PUBLIC KEY blocks of earlier signing keys, published beside the active one at /.well-known/aep-audit-keys so checkpoints they signed still verify after a rotation")
 	fs.Duration(&c.AuditInterval, "audit-checkpoint-interval", 5*time.Second, "how often the sealer checkpoints records sealed since the last checkpoint (it also checkpoints every 1024 records)")
 	fs.String(&c.AuditGroup, "audit-sealer-group", sealer.DefaultGroup, "consumer group of the audit sealers")
+	fs.Bool(&c.TaskStates, "task-states", true, "enforce dialect D's task lifecycle (task-lifecycle.md, AEP-C1): a worker in this process (one consumer group over every node) judges each tenant's task events in log order and answers an illegal transition with an event.rejected right after it in the log (docs/dialects.md, \"Task states\"); not in --role filter-worker, sealer or bridge")
+	fs.String(&c.TaskStatesGroup, "task-states-group", "aep-task-states", "consumer group of the task-state workers")
 	fs.Bool(&c.CloudEventsBridge, "cloudevents-bridge", false, "run the CloudEvents bridge in this process (--role bridge runs only bridges): every dialect R event of every tenant, as its CloudEvent (AEP-0005 §1, structured mode), exactly once into <events topic>.cloudevents, partition for partition (docs/analytics.md)")
 	fs.String(&c.CloudEventsMaxCapture, "cloudevents-max-capture", "metadata", "capture ceiling of the CloudEvents bridge: events above it are down-levelled before they are written (none, metadata, redacted, full)")
 	fs.String(&c.CloudEventsGroup, "cloudevents-bridge-group", bridge.DefaultCloudEventsGroup, "consumer group of the CloudEvents bridges (and the prefix of their transactional ids, with --node-id)")

@@ -29,7 +29,9 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/durable"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
+	"github.com/aep-gateway/aep-gateway/gateway/filterworker"
 	"github.com/aep-gateway/aep-gateway/gateway/ingest/dedup"
+	"github.com/aep-gateway/aep-gateway/gateway/tasks"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
 	"github.com/aep-gateway/aep-gateway/partitioning"
@@ -229,6 +231,16 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		if cfg.Role == roleBridge {
 			return serveBackground(ctx, cfg, roleBridge, bridgeFailed, reg, log, lc, stopSignals)
 		}
+	}
+
+	var tasksFailed <-chan error
+	if cfg.TaskStates {
+		tw, err := tasks.New(tasks.Config{ClientOpts: opts, TopicRegexp: filterworker.TopicRegexp(naming), Group: cfg.TaskStatesGroup,
+			Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		tasksFailed = runOwned("task-state worker", tw.Run, lc)
 	}
 
 	keys, jwt, err := loadAuth(cfg)
@@ -431,6 +443,8 @@ func serve(ctx context.Context, cfg config, log zerolog.Logger, stopSignals func
 		serveFailed = fmt.Errorf("filter worker: %w", err)
 	case err := <-sealerFailed: // nil channel unless the sealer runs here
 		serveFailed = fmt.Errorf("audit sealer: %w", err)
+	case err := <-tasksFailed: // nil channel unless the task-state worker runs here
+		serveFailed = fmt.Errorf("task-state worker: %w", err)
 	case err := <-bridgeFailed: // nil channel unless bridges run here
 		serveFailed = fmt.Errorf("bridge: %w", err)
 	case err := <-adminFailed: // nil channel without --admin-listen
