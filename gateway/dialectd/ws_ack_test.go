@@ -65,12 +65,16 @@ func ackMsg(msgID, eventID string) string {
 // Ad-hoc at_least_once subscriptions of several connections of one
 // tenant never cancel each other (issue 23, "subscriptions that cannot
 // collide"): each has its own identity in the journal, so every one of
-// 32 per connection receives exactly the events of its type pattern, and
-// the acks of all of them settle (the durable lag falls to 0).
+// them (32 per connection on 2 connections, the per-connection limit; 16
+// on 3) receives exactly the events of its type pattern, and the acks of
+// all of them settle (the durable lag falls to 0). 3 × 32 streams, each
+// with its Kafka client and lease, overloaded the in-process broker under
+// -race beside the integration tests in CI (renewals and produces past
+// their bounds), which is not what this test is about.
 func TestWSDAtLeastOnceSubscriptionsOfSeveralConnectionsDoNotCollide(t *testing.T) {
-	for _, conns := range []int{2, 3} {
-		t.Run(fmt.Sprintf("%d connections", conns), func(t *testing.T) {
-			testWSDNoCollision(t, conns, 32, 2)
+	for _, c := range []struct{ conns, subs int }{{2, 32}, {3, 16}} {
+		t.Run(fmt.Sprintf("%d connections", c.conns), func(t *testing.T) {
+			testWSDNoCollision(t, c.conns, c.subs, 2)
 		})
 	}
 }
