@@ -15,8 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
+
+// FetchBytes is what one fetch of the worker decodes to, about (at least
+// one producer batch; internal/fetchsize).
+const FetchBytes = 1 << 20
 
 // Source is the source of the rejections the worker writes.
 const Source = "gateway:aep-gateway"
@@ -85,10 +90,13 @@ func New(cfg Config) (*Worker, error) {
 // again on the next owner: its id comes from the offending record's
 // partition and offset, so consumers drop the copy as a duplicate.
 func (w *Worker) Run(ctx context.Context) error {
-	opts := append(append([]kgo.Opt(nil), w.cfg.ClientOpts...),
+	// fetches bounded in bytes decoded, like the catch-up readers' and the
+	// sealer's: a partition read from its start over compressible events
+	// must not decode to many times what was stored
+	sizer := fetchsize.New(FetchBytes)
+	opts := append(append(append([]kgo.Opt(nil), w.cfg.ClientOpts...), sizer.Opts()...),
 		kgo.ConsumerGroup(w.cfg.Group), kgo.ConsumeRegex(), kgo.ConsumeTopics(w.cfg.TopicRegexp.String()),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxBytes(4<<20), kgo.FetchMaxPartitionBytes(1<<20), kgo.MetadataMaxAge(10*time.Second),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMaxAge(10*time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.AdjustFetchOffsetsFn(w.fromTheStart),
 		kgo.OnPartitionsRevoked(w.drop), kgo.OnPartitionsLost(w.drop))
@@ -103,6 +111,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
+		sizer.Adjust(cl)
 		fs.EachError(func(topic string, p int32, err error) {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("tasks: fetch")
 		})
