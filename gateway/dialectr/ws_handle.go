@@ -18,7 +18,16 @@ const maxSubID = 256
 // handle acts on one text frame; false ends the read loop. Reader only.
 func (c *wsConn) handle(data []byte) bool {
 	// The type (and an event's id) first: an event is any JSON object
-	// whose type has a dot, whatever its other members look like.
+	// whose type has a dot, whatever its other members look like. Most
+	// frames are an emitter's events, so they are told by a scan of the
+	// top-level members; what the scan cannot tell alone (escaped or
+	// case-folded names, commands) takes encoding/json as before.
+	if c.helloDone {
+		if id, ok := eventHead(data); ok {
+			c.event(data, id)
+			return true
+		}
+	}
 	var head struct {
 		Type string `json:"type"`
 		ID   any    `json:"id"`
@@ -139,6 +148,10 @@ func (c *wsConn) event(data []byte, id string) {
 	switch r := res[0]; {
 	case r.Accepted():
 		c.claimSession(r.Attrs.Session)
+	case r.Err != nil && r.Err.Kind == aep.KindSyntax:
+		// Not one JSON object: ignored like any unparseable frame
+		// (docs/relay.md), whether or not a scan found a dotted type in it.
+		c.log.Debug().Err(r.Err).Msg("dialectr: unparseable websocket frame ignored")
 	case r.Err != nil:
 		c.send(marshal(errorFrame{Type: "error", Code: r.Err.Code, Detail: r.Err.Message, Event: id}))
 	case r.WriteErr != nil:

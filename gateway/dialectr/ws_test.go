@@ -232,6 +232,27 @@ func TestWSEmitter(t *testing.T) {
 	}
 }
 
+// A frame with a dotted type that is not one JSON object is ignored like
+// any unparseable frame (docs/relay.md): no error frame, nothing stored, the
+// connection goes on.
+func TestWSUnparseableEventFramesIgnored(t *testing.T) {
+	e := newEnv(t, nil)
+	consumer := e.dialWS(gatewaytest.RConsumerHello)
+	consumer.Subscribe("all", "")
+	emitter := e.dialWS(`{"type":"hello","versions":["0.1"],"role":"emitter","identity":{"agent":"claude-code"}}`)
+	emitter.Send(`{"aep":"0.1","id":"u-1","type":"tool.requested","session":"s-ws","data":[1,2}`)
+	emitter.Send(`{"aep":"0.1","id":"u-2","type":"tool.requested","session":"s-ws"} trailing`)
+	emitter.Send(`{"type":"ping","t":7}`)
+	if f := emitter.Next(); f.Str("type") != "pong" || f["t"] != float64(7) {
+		t.Fatalf("got %v, want pong t=7 (the unparseable frames answered nothing)", f)
+	}
+	ev := rEvent("u-3", "s-ws", 0, 0)
+	emitter.Send(ev)
+	if b := consumer.NextFrame(); string(b) != ev {
+		t.Fatalf("consumer got %s, want %s (the first event stored)", b, ev)
+	}
+}
+
 func TestWSCapture(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.dialWS(gatewaytest.RConsumerHello)
