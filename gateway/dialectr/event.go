@@ -1,8 +1,6 @@
 package dialectr
 
 import (
-	"strings"
-
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/cursor"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
@@ -25,7 +23,7 @@ func (rl *Relay) eventBytes(ev *engine.Event, ceiling aep.Capture) ([]byte, erro
 // and a seq (an absent epoch is 0). Agent-scoped events have none, and
 // neither has a session that cannot travel in an SSE id: line.
 func positionOf(a *aep.Attrs) (cursor.Position, bool) {
-	if a.Session == "" || !a.HasSeq || strings.ContainsAny(a.Session, "\r\n\x00") {
+	if a.Session == "" || !a.HasSeq || breaksLine(a.Session, true) {
 		return cursor.Position{}, false
 	}
 	p := cursor.Position{Session: a.Session, Seq: a.Seq}
@@ -33,4 +31,17 @@ func positionOf(a *aep.Attrs) (cursor.Position, bool) {
 		p.Epoch = a.Epoch
 	}
 	return p, true
+}
+
+// breaksLine reports whether s holds a CR or LF (or, with nul, a NUL): what
+// cannot travel in an SSE field. A loop over the bytes: it runs for every
+// delivery, where strings.ContainsAny's search per byte of s cost 8 % of a
+// single-event fan-out profile.
+func breaksLine(s string, nul bool) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\n' || c == '\r' || (nul && c == 0) {
+			return true
+		}
+	}
+	return false
 }

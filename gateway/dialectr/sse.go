@@ -248,7 +248,7 @@ func (s *sseStream) appendEvent(buf []byte, ev *engine.Event) []byte {
 // appendSSEMessage appends event:, data: (the event on one line) and, for a
 // session-scoped event, id: {session}:{epoch}:{seq}.
 func appendSSEMessage(buf []byte, a *aep.Attrs, raw []byte) []byte {
-	if a.Type != "" && !strings.ContainsAny(a.Type, "\r\n") {
+	if a.Type != "" && !breaksLine(a.Type, false) {
 		buf = append(buf, "event: "...)
 		buf = append(buf, a.Type...)
 		buf = append(buf, '\n')
