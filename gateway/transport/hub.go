@@ -5,8 +5,11 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/aep-gateway/aep-gateway/internal/gopool"
 )
 
 var (
@@ -35,7 +38,8 @@ type Hub struct {
 	noPoller bool     // the platform has no poller; guarded by pmu
 	pollErr  error    // the poller failed: nothing parks any more; guarded by pmu
 	noPark   atomic.Bool
-	enders   runner // ends parked streams whose client left, unparks them when the poller fails
+	enders   runner       // ends parked streams whose client left, unparks them when the poller fails
+	wakers   *gopool.Pool // run parked streams' wake-ups (writes, reads) on reused goroutines
 	log      atomic.Pointer[zerolog.Logger]
 
 	refusedLimit, refusedShutdown atomic.Uint64
@@ -63,12 +67,22 @@ func (h *Hub) Refusals() (tenantLimit, shuttingDown uint64) {
 // left (unsubscribe, close, Leave): short work, done by a few.
 const maxEnders = 16
 
+// A parked stream's wake-up (write what is queued, read a message) runs on
+// a goroutine of the Hub's pool that finished one recently, keeping its
+// grown stack, or on a new one: never behind another wake-up. Up to
+// maxIdleWakers wait for work, each for wakerLinger (at most 256 stacks,
+// ~2 MiB, and none a moment after the traffic stops).
+const (
+	maxIdleWakers = 256
+	wakerLinger   = 500 * time.Millisecond
+)
+
 // NewHub returns a Hub that admits at most maxPerTenant open streams per
 // tenant (every binding counted together); zero or negative means no cap.
 func NewHub(maxPerTenant int) *Hub {
 	return &Hub{
 		maxPerTenant: maxPerTenant, perTen: map[string]int{}, live: map[*Stream]struct{}{}, shutdown: make(chan struct{}),
-		enders: runner{max: maxEnders},
+		enders: runner{max: maxEnders}, wakers: gopool.New(maxIdleWakers, wakerLinger),
 	}
 }
 
@@ -195,6 +209,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	go func() {
 		h.wg.Wait()
 		h.enders.wait() // the last Leave ran on one of them
+		h.wakers.Close()
 		close(done)
 	}()
 	select {

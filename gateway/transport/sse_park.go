@@ -252,7 +252,7 @@ func (p *parkedSSE[T]) start(why uint8) {
 		p.enders.do(p.run)
 		return
 	}
-	go p.run()
+	p.cfg.Stream.h.wakers.Go(p.run)
 }
 
 // run does what is pending until nothing is, then exits; or ends the

@@ -249,10 +249,15 @@ func (c *Conn) spawn(f func()) bool {
 		return false
 	}
 	c.workers.Add(1)
-	go func() {
+	run := func() {
 		defer c.workers.Done()
 		f()
-	}()
+	}
+	if st := c.cfg.Stream; st != nil {
+		st.h.wakers.Go(run) // a parked connection's wake-up: a reused goroutine
+	} else {
+		go run()
+	}
 	return true
 }
 
