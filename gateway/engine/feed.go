@@ -352,7 +352,7 @@ func (t *tail) forwarded(fw *forward.Forwarded, r *kgo.Record) {
 	}
 	for i := range fw.NumSubs() {
 		if s := t.subs[filtering.ID(fw.Sub(i))]; s != nil {
-			s.offerLocked(ev)
+			s.offerLocked(ev, false)
 		}
 	}
 }

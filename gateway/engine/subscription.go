@@ -78,6 +78,9 @@ type Subscription struct {
 	// the handover, the tail (under t.mu) after it.
 	seq   uint64
 	guard []int64 // per-partition first offset the tail delivers; guarded by t.mu
+	// woken: queued to quietly in the tail's current dispatch round and
+	// listed in t.woken for its one wake-up. Guarded by t.mu.
+	woken bool
 
 	// LiveWorkers only. silent: a live subscription's first catch-up,
 	// whose handover queues no marker. marks: per partition, the source
@@ -164,13 +167,24 @@ func (s *Subscription) finish(err error) {
 	})
 }
 
-// offerLocked hands ev to s without blocking. Must hold s.t.mu.
-func (s *Subscription) offerLocked(ev *Event) {
+// offerLocked hands ev to s without blocking. Quiet, the consumer is not
+// woken now but by the tail's wakeLocked at the end of the round (see
+// dispatch). Must hold s.t.mu.
+func (s *Subscription) offerLocked(ev *Event, quiet bool) {
 	if p := ev.Record.Partition; int(p) < len(s.guard) && ev.Record.Offset < s.guard[p] {
 		return // the catch-up delivered it already
 	}
 	s.seq++
-	if s.q.Offer(Delivery{Event: ev, Sequence: s.seq}) {
+	d := Delivery{Event: ev, Sequence: s.seq}
+	if quiet && s.q.OfferQuiet(d) {
+		if !s.woken {
+			s.woken = true
+			s.t.woken = append(s.t.woken, s)
+		}
+		s.e.metrics.delivered.Inc()
+		return
+	}
+	if !quiet && s.q.Offer(d) {
 		s.e.metrics.delivered.Inc()
 		return
 	}

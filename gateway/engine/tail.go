@@ -36,6 +36,7 @@ type tail struct {
 	subs        map[filtering.ID]*Subscription // joined subscriptions; guarded by mu
 	stopped     bool                           // guarded by mu
 	undecodable uint64                         // records whose headers did not decode; guarded by mu
+	woken       []*Subscription                // queued to in this dispatch round, not yet woken; guarded by mu
 	// added holds the partitions added to the topic while the tail ran,
 	// with the offset it began reading each at (their log start then): a
 	// catch-up that does not read one itself reads it from there before
@@ -181,10 +182,21 @@ func (e *Engine) pollLoop(ctx context.Context, cl *kgo.Client, what string, hand
 // dispatch offers every record of fs to the subscriptions it matches. It
 // holds t.mu for the whole batch: offers never block, and joins see a
 // consistent position.
+//
+// Subscribers are woken once per round of up to wakeEvery records, not
+// once per record: a parked stream woken by a fetch's first record would
+// otherwise write the fetch's records one system call each, racing the
+// loop that queues them. The round costs the first record of a fetch the
+// time to queue the others of its round (microseconds each).
 func (t *tail) dispatch(fs kgo.Fetches) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.wakeLocked()
+	n := 0
 	for it := fs.RecordIter(); !it.Done(); {
+		if n++; n%wakeEvery == 0 {
+			t.wakeLocked()
+		}
 		r := it.Next()
 		if int(r.Partition) >= len(t.pos) {
 			continue
@@ -202,10 +214,25 @@ func (t *tail) dispatch(fs kgo.Fetches) {
 		t.attrs.Ext = nil // ev owns the extension slice now
 		for _, id := range t.ids {
 			if s := t.subs[id]; s != nil {
-				s.offerLocked(ev)
+				s.offerLocked(ev, true)
 			}
 		}
 	}
+}
+
+// wakeEvery bounds a dispatch round: what a subscriber's first record of a
+// large fetch waits for the others.
+const wakeEvery = 64
+
+// wakeLocked wakes every subscription queued to since the last call, once
+// each. Must hold t.mu.
+func (t *tail) wakeLocked() {
+	for i, s := range t.woken {
+		s.woken = false
+		s.q.Wake()
+		t.woken[i] = nil
+	}
+	t.woken = t.woken[:0]
 }
 
 // join registers s with the tail if next stands at or past the tail's

@@ -45,10 +45,43 @@ func New[T any](size int) *Queue[T] {
 
 // Offer queues v unless the queue is full or ended; it never blocks.
 func (q *Queue[T]) Offer(v T) bool {
+	ok, fn := q.offer(v)
+	if ok {
+		signal(q.ready)
+		if fn != nil {
+			fn()
+		}
+	}
+	return ok
+}
+
+// OfferQuiet queues v as Offer does but wakes no one: the caller queues a
+// run of elements, then calls Wake once, so that a consumer woken by the
+// first does not take them one at a time (a parked stream would write
+// each on its own).
+func (q *Queue[T]) OfferQuiet(v T) bool {
+	ok, _ := q.offer(v)
+	return ok
+}
+
+// Wake tells the consumer to look (Ready's token and the OnReady hook),
+// as Offer does after queueing. Harmless when nothing is queued.
+func (q *Queue[T]) Wake() {
+	q.mu.Lock()
+	fn := q.notify
+	q.mu.Unlock()
+	signal(q.ready)
+	if fn != nil {
+		fn()
+	}
+}
+
+// offer queues v and returns the OnReady hook to call.
+func (q *Queue[T]) offer(v T) (bool, func()) {
 	q.mu.Lock()
 	if q.ended || q.n == q.max {
 		q.mu.Unlock()
-		return false
+		return false, nil
 	}
 	if q.n == len(q.buf) {
 		q.growLocked()
@@ -57,11 +90,7 @@ func (q *Queue[T]) Offer(v T) bool {
 	q.n++
 	fn := q.notify
 	q.mu.Unlock()
-	signal(q.ready)
-	if fn != nil {
-		fn()
-	}
-	return true
+	return true, fn
 }
 
 // Push queues v, waiting for room; it returns ctx.Err() when ctx ends

@@ -209,3 +209,46 @@ func TestOnReadyEmptyQueueWaits(t *testing.T) {
 		t.Fatalf("Push: %v, %d calls, want 1", err, calls)
 	}
 }
+
+// OfferQuiet queues without a wake-up; one Wake tells of the whole run,
+// through the hook and the Ready token alike. A refused OfferQuiet (full,
+// ended) queues nothing.
+func TestOfferQuietThenOneWake(t *testing.T) {
+	q := New[int](3)
+	calls := 0
+	q.OnReady(func() { calls++ })
+	for i := range 3 {
+		if !q.OfferQuiet(i) {
+			t.Fatalf("OfferQuiet(%d) refused with room", i)
+		}
+	}
+	if q.OfferQuiet(9) {
+		t.Fatal("OfferQuiet on a full queue took the element")
+	}
+	select {
+	case <-q.Ready():
+		t.Fatal("OfferQuiet left a Ready token")
+	default:
+	}
+	if calls != 0 {
+		t.Fatalf("OfferQuiet called the hook %d times", calls)
+	}
+	q.Wake()
+	if calls != 1 {
+		t.Fatalf("Wake called the hook %d times, want 1", calls)
+	}
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("Wake left no Ready token")
+	}
+	for want := range 3 {
+		if v, ok, _ := q.Next(); !ok || v != want {
+			t.Fatalf("Next = %d %v, want %d", v, ok, want)
+		}
+	}
+	q.End()
+	if q.OfferQuiet(1) {
+		t.Fatal("OfferQuiet after End took the element")
+	}
+}
