@@ -280,22 +280,45 @@ func (in *ingestor) claim(ctx context.Context, tenant string, outs []outcome) {
 	if in.window == nil {
 		return
 	}
-	// One bound on waiting for unresolved identities, whatever their number.
-	ctx, cancel := context.WithTimeout(ctx, in.produceWait())
-	defer cancel()
+	// One bound on waiting for unresolved identities, whatever their number,
+	// made when the first wait begins: most requests never wait, and a timer
+	// per request was 1.5 % of a single-event ingest profile.
+	w := waitBound{parent: ctx, d: in.produceWait()}
+	defer w.stop()
 	for i := range outs {
 		o := &outs[i]
 		if o.parseErr != nil || o.writeErr != nil {
 			continue
 		}
-		in.reserve(ctx, windowKey(tenant, o), o, outs[:i])
+		in.reserve(&w, windowKey(tenant, o), o, outs[:i])
+	}
+}
+
+// waitBound is a context with a timeout, made on first use.
+type waitBound struct {
+	parent context.Context
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (w *waitBound) get() context.Context {
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithTimeout(w.parent, w.d)
+	}
+	return w.ctx
+}
+
+func (w *waitBound) stop() {
+	if w.cancel != nil {
+		w.cancel()
 	}
 }
 
 // reserve claims k for o (reporting true), or settles o as a duplicate,
 // as a copy of an earlier event of the same request (in before), or as
 // ErrInDoubt.
-func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome, before []outcome) bool {
+func (in *ingestor) reserve(w *waitBound, k dedup.Key, o *outcome, before []outcome) bool {
 	for {
 		c := in.window.Reserve(k)
 		switch {
@@ -317,7 +340,7 @@ func (in *ingestor) reserve(ctx context.Context, k dedup.Key, o *outcome, before
 		select {
 		case <-c.Wait:
 			continue
-		case <-ctx.Done():
+		case <-w.get().Done():
 		}
 		o.writeErr = ErrInDoubt
 		return false
