@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/aep-gateway/aep-gateway/internal/gather"
 )
 
 // IndexerConfig configures an Indexer. Zero values mean the stated defaults.
@@ -37,6 +39,12 @@ type IndexerConfig struct {
 	// Metadata refresh interval for the topic ID and partition count.
 	// Default 10s.
 	MetadataInterval time.Duration
+	// Gather is how long the indexer waits after a poll at the tail
+	// (internal/gather) before it polls again, so that under single events
+	// it fetches, writes its markers and commits once for many events, not
+	// once each. The index lags by up to this much more; a lagging index
+	// only makes resolves scan further. Default 250ms; negative: no wait.
+	Gather time.Duration
 }
 
 func (c *IndexerConfig) fill() error {
@@ -51,6 +59,9 @@ func (c *IndexerConfig) fill() error {
 	}
 	if c.MetadataInterval <= 0 {
 		c.MetadataInterval = 10 * time.Second
+	}
+	if c.Gather == 0 {
+		c.Gather = 250 * time.Millisecond
 	}
 	return nil
 }
@@ -185,6 +196,11 @@ func (r *indexRun) loop(ctx context.Context) error {
 				return nil //nolint:nilerr // the run was stopped: not a failure
 			}
 			return err
+		}
+		decoded := 0
+		fs.EachRecord(func(rec *kgo.Record) { decoded += len(rec.Key) + len(rec.Value) })
+		if gather.AtTail(decoded, 0) {
+			gather.Wait(ctx, r.ix.cfg.Gather)
 		}
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/auditlog"
 	"github.com/aep-gateway/aep-gateway/internal/auditread"
 	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
+	"github.com/aep-gateway/aep-gateway/internal/gather"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -52,20 +53,12 @@ const (
 // (internal/fetchsize: at least one producer batch).
 const DefaultFetchBytes = 1 << 20
 
-// sealGatherBytes and sealGatherWait replace a broker-side minimum fetch
-// size: after a poll that decoded less than sealGatherBytes and less than
-// half its fetch bound (it is at the tail, not catching up), the sealer
-// waits up to sealGatherWait (less with a shorter Interval) before it
-// polls again, so under a trickle of small batches it reads what gathered
-// meanwhile in one fetch instead of one fetch per produced batch (which
-// doubled the embedded broker's CPU per event: docs/benchmarks.md, "Audit
-// sealer"). A broker-side FetchMinBytes cannot do it once fetchsize
-// lowers the fetch bound under it: Kafka counts the minimum within the
-// partitions' bounds, so a fetch would wait its whole FetchMaxWait.
-const (
-	sealGatherBytes = 256 << 10
-	sealGatherWait  = time.Second
-)
+// sealGatherWait: after a poll at the tail (internal/gather), the sealer
+// waits up to this (less with a shorter Interval) before it polls again,
+// so under a trickle of small batches it reads what gathered meanwhile in
+// one fetch instead of one fetch per produced batch (which doubled the
+// embedded broker's CPU per event: docs/benchmarks.md, "Audit sealer").
+const sealGatherWait = time.Second
 
 // Config configures a Sealer.
 type Config struct {
@@ -252,20 +245,9 @@ func (s *Sealer) Run(ctx context.Context) error {
 			return err
 		}
 		cl.AllowRebalance()
-		if decoded < sealGatherBytes && decoded < int(sizer.Bound())/2 {
-			// less than the fetch could have brought: at the tail
-			s.gather(ctx)
+		if gather.AtTail(decoded, sizer.Bound()) {
+			gather.Wait(ctx, min(sealGatherWait, s.cfg.Interval/4))
 		}
-	}
-}
-
-// gather waits for records to gather before the next poll (or ctx).
-func (s *Sealer) gather(ctx context.Context) {
-	t := time.NewTimer(min(sealGatherWait, s.cfg.Interval/4))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

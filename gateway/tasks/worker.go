@@ -16,6 +16,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/internal/fetchsize"
+	"github.com/aep-gateway/aep-gateway/internal/gather"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -36,7 +37,16 @@ type Config struct {
 	Registerer  prometheus.Registerer // nil: metrics not registered
 	// Now stamps the rejections' created_at; nil means time.Now.
 	Now func() time.Time
+	// Gather is how long the worker waits after a poll at the tail of its
+	// partitions before it polls again (internal/gather): under single
+	// events it then fetches and commits many at once, not one by one.
+	// Zero means DefaultGather; negative, no wait.
+	Gather time.Duration
 }
+
+// DefaultGather delays a task event's judgement by at most a quarter
+// second beyond its fetch.
+const DefaultGather = 250 * time.Millisecond
 
 // Worker judges the task events of every tenant's events topic. Workers
 // of one Group (one per gateway node) share the partitions: each partition
@@ -61,6 +71,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Gather == 0 {
+		cfg.Gather = DefaultGather
 	}
 	w := &Worker{cfg: cfg, parts: map[string]map[int32]*partTracker{}, judged: map[string]map[int32]int64{}}
 	w.m = metrics{
@@ -116,7 +129,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.cfg.Logger.Warn().Err(err).Str("topic", topic).Int32("partition", p).Msg("tasks: fetch")
 		})
 		var rejections, judgedRecs []*kgo.Record
+		decoded := 0
 		fs.EachRecord(func(r *kgo.Record) {
+			decoded += len(r.Key) + len(r.Value)
 			rej, judge := w.judge(r)
 			if rej != nil {
 				rejections = append(rejections, rej)
@@ -139,6 +154,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			if err := cl.CommitRecords(ctx, judgedRecs...); err != nil && ctx.Err() == nil {
 				w.cfg.Logger.Warn().Err(err).Msg("tasks: commit (the next owner judges these records again; their rejections keep their ids)")
 			}
+		}
+		if gather.AtTail(decoded, sizer.Bound()) {
+			gather.Wait(ctx, w.cfg.Gather)
 		}
 	}
 }

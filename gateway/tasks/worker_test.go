@@ -48,20 +48,26 @@ func newEnv(t *testing.T) *env {
 // headers, keyed by the session, to partition p.
 func (e *env) task(p int32, id, typ, task string) {
 	e.t.Helper()
-	a := aep.Attrs{Dialect: aep.DialectD, ID: id, Type: typ, Source: "agent:worker", Session: "sess_" + task, Task: task}
-	v := fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":%q,"source":"agent:worker","session_id":%q,"task_id":%q,"created_at":"2026-07-09T10:00:00Z","payload":{"task_id":%q}}`, id, typ, a.Session, task, task)
-	hdrs, _ := partitioning.AppendHeadersTo(nil, nil, &a)
-	r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(a.Session), Value: []byte(v), Headers: hdrs}
-	if err := e.cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+	if err := e.cl.ProduceSync(context.Background(), taskRecord(p, id, typ, task)).FirstErr(); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
+func taskRecord(p int32, id, typ, task string) *kgo.Record {
+	a := aep.Attrs{Dialect: aep.DialectD, ID: id, Type: typ, Source: "agent:worker", Session: "sess_" + task, Task: task}
+	v := fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":%q,"source":"agent:worker","session_id":%q,"task_id":%q,"created_at":"2026-07-09T10:00:00Z","payload":{"task_id":%q}}`, id, typ, a.Session, task, task)
+	hdrs, _ := partitioning.AppendHeadersTo(nil, nil, &a)
+	return &kgo.Record{Topic: topic, Partition: p, Key: []byte(a.Session), Value: []byte(v), Headers: hdrs}
+}
+
 // start runs a worker of group until the test ends or stop is called.
-func (e *env) start(group string) (stop func()) {
+func (e *env) start(group string) (stop func()) { return e.startGather(group, 0) }
+
+// startGather is start with Config.Gather set.
+func (e *env) startGather(group string, gather time.Duration) (stop func()) {
 	e.t.Helper()
 	w, err := New(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.k.ListenAddrs()...), kgo.FetchMaxWait(100 * time.Millisecond)},
-		TopicRegexp: filterworker.TopicRegexp(partitioning.Naming{}), Group: group, Logger: zerolog.New(io.Discard)})
+		TopicRegexp: filterworker.TopicRegexp(partitioning.Naming{}), Group: group, Logger: zerolog.New(io.Discard), Gather: gather})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -225,5 +231,26 @@ func TestWorkerRestartRebuildsStatesAndKeepsIDs(t *testing.T) {
 	}
 	if got := strings.Join(causes(rs), ","); got != "evt_3,evt_5,evt_8" {
 		t.Fatalf("rejected %s, want evt_3,evt_5,evt_8 (evt_4 is legal after the rebuilt accepted state)", got)
+	}
+}
+
+// A worker waiting between polls at the tail (Config.Gather) stops at once
+// when its context ends.
+func TestWorkerStopEndsAGather(t *testing.T) {
+	e := newEnv(t)
+	// One batch, so that the worker's first fetch (one batch at most,
+	// internal/fetchsize) judges both before its first gather.
+	if err := e.cl.ProduceSync(context.Background(), taskRecord(0, "evt_g1", "task.submitted", "task_g"),
+		taskRecord(0, "evt_g2", "task.submitted", "task_g")).FirstErr(); err != nil { // a duplicate
+		t.Fatal(err)
+	}
+	stop := e.startGather("g-gather", time.Hour)
+	gatewaytest.Poll(t, "the rejection", func() bool { return len(e.rejections()) >= 1 })
+	done := make(chan struct{})
+	go func() { stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker's stop waited for its hour-long gather")
 	}
 }
