@@ -23,8 +23,8 @@ GO=${GO:-go}
 say() { echo "$(date -u +%H:%M:%S)  bench-report: $*" >&2; }
 
 mkdir -p bin "$BENCH_OUT"
-say "building bin/aepctl, bin/aep-gateway, bin/benchreport"
-$GO build -o bin/ ./cmd/aepctl ./cmd/aep-gateway ./cmd/benchreport
+say "building bin/aepbench, bin/aep-gateway, bin/benchreport"
+$GO build -o bin/ ./cmd/aepbench ./cmd/aep-gateway ./cmd/benchreport
 if [ -z "${CENTRIFUGO:-}" ]; then
   CENTRIFUGO=$(command -v centrifugo || true)
   [ -n "$CENTRIFUGO" ] || CENTRIFUGO="$($GO env GOPATH)/bin/centrifugo"
@@ -38,7 +38,7 @@ run=rep$(date +%s)
 prefix="aepctl.bench.$run."
 cleanup() {
   [ -n "${gw_pid:-}" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null || true
-  bin/aepctl bench cleanup --kafka-brokers "$KAFKA_BROKERS" --prefix "$prefix" || true
+  bin/aepbench cleanup --kafka-brokers "$KAFKA_BROKERS" --prefix "$prefix" || true
 }
 trap cleanup EXIT
 
@@ -52,21 +52,21 @@ JSON
 # Ingest: one gateway on the real Kafka, three shapes, each beside franz-go;
 # then one gateway on its embedded broker, the same shapes, the baseline
 # producing to that same embedded broker. Each run also reports the CPU time
-# per event of aepctl, the gateway and (real Kafka) the broker.
+# per event of aepbench, the gateway and (real Kafka) the broker.
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo "$1"; }
 KAFKA_PID=${KAFKA_PID:-$(pgrep -f 'kafka\.Kafka' | head -1 || true)}
 ingest_runs() { # $1: file prefix, $2: baseline brokers, $3...: extra bench flags
   local name=$1 brokers=$2
   shift 2
   say "ingest ($name): warm-up (creates the topics, fills the metadata caches; not reported)"
-  bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
+  bin/aepbench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
     --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" >/dev/null
   for shape in "100 8" "1000 8" "1 64"; do
     set -- $shape "$@"
     local b=$1 c=$2
     shift 2
     say "ingest ($name): batch $b, concurrency $c, $BENCH_DURATION per phase"
-    bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
+    bin/aepbench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
       --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --baseline-routed --baseline-http --gateway-pid "$gw_pid" "$@" \
       --output json --progress >"$BENCH_OUT/ingest-$name$b.json"
   done
@@ -101,16 +101,16 @@ kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
 rm -rf "$emb_dir"
 
 say "fan-out: subscribers $BENCH_SUBS, SSE and WebSocket, gateway vs Centrifugo"
-bin/aepctl bench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
   --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
   say "fan-out: some runs failed (listed in fanout.json); the report shows the others"
 
 say "latency: rates $BENCH_RATES, gateway vs direct"
-bin/aepctl bench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
+bin/aepbench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
   --rates "$BENCH_RATES" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/latency.json"
 
 say "idle: $BENCH_IDLE connections, SSE and WebSocket, gateway vs Centrifugo"
-bin/aepctl bench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
+bin/aepbench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
   --connections "$BENCH_IDLE" --output json --progress >"$BENCH_OUT/idle.json"
 
 if [ "$BENCH_RESUME" = 1 ]; then

@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // Exit codes.
@@ -23,15 +23,7 @@ const (
 	// the log, its checkpoints or the proof altered.
 )
 
-// errUsage marks a usage error (exit 2); the message was already printed.
-var errUsage = errors.New("usage error")
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(run) }
 
 const topUsage = `aepctl: the command-line client of aep-gateway
 
@@ -49,8 +41,6 @@ Usage:
                                             the log against its signed checkpoints (docs/audit.md)
   aepctl export --tenant T --brokers B      a tenant's CloudEvents, OCSF or events topic as JSON Lines
   aepctl gen [flags]                        print synthetic valid events as NDJSON
-  aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
-  aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka
   aepctl version                            print the version (also --version)
   aepctl help config                        the config file and its profiles
   aepctl target --session S [flags]         a control-capable target on /socket (AEP-0004)
@@ -62,6 +52,13 @@ Gateway and key: --url/--token, else $AEPCTL_URL/$AEPCTL_TOKEN, else the profile
 Every command takes --output (-o): text|json, tail and consume pretty|ndjson|json.
 Exit codes: 0 ok, 1 request failed or event rejected, 2 usage;
 control: 3 rejected or refused, 4 no ack within the window.
+`
+
+// benchMoved answers "aepctl bench": the benchmark harness is its own
+// command, so the client users install carries no load generator.
+const benchMoved = `aepctl: the benchmarks moved to their own command, aepbench:
+  aepbench ingest|fanout|latency|idle|cleanup [flags]
+(go build ./cmd/aepbench, or make bench-report; docs/benchmarks.md)
 `
 
 // run is the whole CLI; it returns the exit code.
@@ -95,7 +92,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
-		err = cmdBench(ctx, args[1:], stdout, stderr)
+		fmt.Fprint(stderr, benchMoved)
+		return exitUsage
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -105,7 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdControl(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "config" {
-			fmt.Fprint(stdout, configHelp)
+			fmt.Fprint(stdout, cli.ConfigHelp)
 			return exitOK
 		}
 		if len(args) > 1 {
@@ -150,7 +148,7 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.Is(err, errUsage):
+	case errors.Is(err, cli.ErrUsage):
 		return exitUsage
 	case errors.Is(err, errAudit):
 		return exitAudit
@@ -166,13 +164,13 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 		return exitFailed
 	}
 	e := map[string]any{"message": err.Error()}
-	var apiErr *APIError
+	var apiErr *aepclient.APIError
 	if errors.As(err, &apiErr) {
 		e["status"] = apiErr.Status
 		if apiErr.Code != "" {
 			e["code"] = apiErr.Code
 		}
 	}
-	_ = writeJSONLine(stderr, map[string]any{"error": e})
+	_ = cli.WriteJSONLine(stderr, map[string]any{"error": e})
 	return exitFailed
 }
