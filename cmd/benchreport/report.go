@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-// The shapes of aepctl bench's JSON reports (only the fields used here).
+// The shapes of aepbench's JSON reports (only the fields used here).
 type ingestJSON struct {
 	Concurrency int     `json:"concurrency"`
 	Batch       int     `json:"batch"`
@@ -100,7 +100,7 @@ type idleJSON struct {
 	Runs    []idleRun `json:"runs"`
 }
 
-// idleRun is one server's run of `aepctl bench idle`.
+// idleRun is one server's run of `aepbench idle`.
 type idleRun struct {
 	Peer        string `json:"peer"`
 	Transport   string `json:"transport"`
@@ -372,7 +372,7 @@ func (r *results) markdown(charts []chart, imgDir string) string {
 	fmt.Fprintf(&b, "## Comparative benchmark (issue 13)\n\n")
 	m := r.meta
 	fmt.Fprintf(&b, "Produced by `make bench-report` in one run on %s, commit %s, %s; Kafka: %s. ", m.Date, m.Commit, m.Machine, m.Kafka)
-	fmt.Fprintf(&b, "Each row's peer was measured in the same command as the gateway, so the ratio is the figure to compare between runs; the load average of each command is listed below the table. Knobs: %s. How each figure is measured: docs/aepctl.md (bench ingest, fanout, latency, idle); the cost model built on them: docs/scaling.md.\n\n", knobs(m.Knobs))
+	fmt.Fprintf(&b, "Each row's peer was measured in the same command as the gateway, so the ratio is the figure to compare between runs; the load average of each command is listed below the table. Knobs: %s. How each figure is measured: docs/aepbench.md (ingest, fanout, latency, idle); the cost model built on them: docs/scaling.md.\n\n", knobs(m.Knobs))
 	fmt.Fprintf(&b, "| what | gateway | peer in the same run | ratio | goal | |\n|---|---|---|---|---|---|\n")
 	var rows []row
 	rows = append(rows, r.ingestRows()...)
