@@ -30,7 +30,14 @@ type FanoutConfig struct {
 	Window     int
 	Publishers int // publish requests in flight; zero means 1
 	Dial       int // subscribers opened at once
-	Progress   func(format string, args ...any)
+	// BrokerPID, when not zero, is the Kafka broker's process on this
+	// machine: its CPU over the window is reported beside the server's.
+	BrokerPID int
+	// Broker says where the gateway's broker runs, for the report: "kafka",
+	// "embedded" (inside the gateway process, so its CPU is the gateway's)
+	// or "" (not known: a --url gateway without --broker-pid; Centrifugo).
+	Broker   string
+	Progress func(format string, args ...any)
 }
 
 // FanoutResult is one peer's figures. CPU is the server process's
@@ -51,6 +58,15 @@ type FanoutResult struct {
 	// and subscribers): when it nears the machine's cores, the clients, not
 	// the server, bound the wall-clock rate.
 	ClientCPU time.Duration `json:"client_cpu_ns"`
+	// Batch and Publishers are the publishing shape: events per publish
+	// request and requests in flight.
+	Batch      int `json:"batch"`
+	Publishers int `json:"publishers"`
+	// Broker is FanoutConfig.Broker; BrokerCPU the broker process's CPU
+	// over the window (zero when embedded, unknown or for Centrifugo,
+	// which has no broker).
+	Broker    string        `json:"broker,omitempty"`
+	BrokerCPU time.Duration `json:"broker_cpu_ns,omitempty"`
 }
 
 // retrier is a peer that resends publish requests that got no answer.
@@ -62,6 +78,11 @@ func (r FanoutResult) PerSec() float64 { return perSec(r.Deliveries, r.Window) }
 // PerCPUSec is deliveries per CPU-second of the server (0: not measured).
 func (r FanoutResult) PerCPUSec() float64 { return perSec(r.Deliveries, r.CPU) }
 
+// SystemPerCPUSec is deliveries per CPU-second of the whole system: the
+// server and its broker. With the embedded broker, and for Centrifugo
+// (no broker), it is PerCPUSec.
+func (r FanoutResult) SystemPerCPUSec() float64 { return perSec(r.Deliveries, r.CPU+r.BrokerCPU) }
+
 func perSec(n int64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0
@@ -72,7 +93,8 @@ func perSec(n int64, d time.Duration) float64 {
 // runFanout opens the subscribers, publishes for Warmup+Duration and
 // measures the window, then drains and closes everything it opened.
 func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res FanoutResult, err error) {
-	res = FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers, Dialect: "R"}
+	res = FanoutResult{Peer: name, Transport: cfg.Transport, Subscribers: cfg.Subscribers, Dialect: "R",
+		Batch: cfg.Batch, Publishers: max(cfg.Publishers, 1), Broker: cfg.Broker}
 	if cfg.Dialect == aep.DialectD {
 		res.Dialect = "D"
 	}
@@ -103,7 +125,7 @@ func runFanout(ctx context.Context, name string, p peer, cfg FanoutConfig) (res 
 	if err != nil {
 		return res, err
 	}
-	res.Window, res.Deliveries, res.CPU, res.ClientCPU = m.wall, m.deliveries, m.cpu, m.clientCPU
+	res.Window, res.Deliveries, res.CPU, res.ClientCPU, res.BrokerCPU = m.wall, m.deliveries, m.cpu, m.clientCPU, m.brokerCPU
 	res.Published = pub.published.Load()
 	res.Missing = drain(ctx, &dc, res.Published*int64(cfg.Subscribers))
 	res.Ended = ended.Load()
@@ -223,6 +245,7 @@ type windowFigures struct {
 	deliveries int64
 	cpu        time.Duration
 	clientCPU  time.Duration
+	brokerCPU  time.Duration // of cfg.BrokerPID; zero without
 }
 
 // measureWindow waits out the warm-up, then reads the server's CPU and the
@@ -251,6 +274,10 @@ func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg Fa
 		return windowFigures{}, err
 	}
 	self0, _ := procCPU(os.Getpid())
+	broker0, err := brokerCPU(cfg.BrokerPID)
+	if err != nil {
+		return windowFigures{}, err
+	}
 	t0, n0 := time.Now(), dc.n.Load()
 	last, lastN := t0, n0
 	for end := t0.Add(cfg.Duration); time.Now().Before(end); {
@@ -266,7 +293,24 @@ func measureWindow(ctx context.Context, srv *server, dc *deliveryCounter, cfg Fa
 		return windowFigures{}, err
 	}
 	self1, _ := procCPU(os.Getpid())
-	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0, clientCPU: self1 - self0}, nil
+	broker1, err := brokerCPU(cfg.BrokerPID)
+	if err != nil {
+		return windowFigures{}, err
+	}
+	return windowFigures{wall: time.Since(t0), deliveries: dc.n.Load() - n0, cpu: cpu1 - cpu0, clientCPU: self1 - self0,
+		brokerCPU: broker1 - broker0}, nil
+}
+
+// brokerCPU is the broker process's CPU time, zero without one (pid 0).
+func brokerCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	d, err := procCPU(pid)
+	if err != nil {
+		return 0, fmt.Errorf("the broker (--broker-pid): %w", err)
+	}
+	return d, nil
 }
 
 // drain waits for the deliveries to reach want while they progress (the
@@ -291,9 +335,12 @@ type FanoutReport struct {
 	LoadAvg string         `json:"load_average"`
 	Runs    []FanoutResult `json:"runs"`
 	// Ratios are gateway/Centrifugo deliveries per CPU-second, per
-	// transport and subscriber count ("sse/100").
-	Ratios map[string]float64 `json:"ratios_gateway_centrifugo,omitempty"`
-	Errors []string           `json:"errors,omitempty"` // runs that failed
+	// transport and subscriber count ("sse/100"); SystemRatios the same
+	// with the gateway's broker's CPU added to the gateway's (Centrifugo
+	// has no broker). With the embedded broker both are the same.
+	Ratios       map[string]float64 `json:"ratios_gateway_centrifugo,omitempty"`
+	SystemRatios map[string]float64 `json:"ratios_system_centrifugo,omitempty"`
+	Errors       []string           `json:"errors,omitempty"` // runs that failed
 }
 
 func (r *FanoutReport) ratios() {
@@ -308,9 +355,11 @@ func (r *FanoutReport) ratios() {
 		c, ok := by[fmt.Sprintf("centrifugo/%s/%d", x.Transport, x.Subscribers)]
 		if ok && c.PerCPUSec() > 0 && x.PerCPUSec() > 0 {
 			if r.Ratios == nil {
-				r.Ratios = map[string]float64{}
+				r.Ratios, r.SystemRatios = map[string]float64{}, map[string]float64{}
 			}
-			r.Ratios[fmt.Sprintf("%s/%d", x.Transport, x.Subscribers)] = x.PerCPUSec() / c.PerCPUSec()
+			key := fmt.Sprintf("%s/%d", x.Transport, x.Subscribers)
+			r.Ratios[key] = x.PerCPUSec() / c.PerCPUSec()
+			r.SystemRatios[key] = x.SystemPerCPUSec() / c.SystemPerCPUSec()
 		}
 	}
 }
@@ -321,21 +370,38 @@ func printFanout(w io.Writer, r FanoutReport) {
 		dialect = r.Runs[0].Dialect
 	}
 	fmt.Fprintf(w, "bench fanout: dialect %s, load average %s\n", dialect, r.LoadAvg)
+	if len(r.Runs) > 0 {
+		fmt.Fprintf(w, "publishing: %d events a request, %d requests in flight; gateway's broker: %s\n", r.Runs[0].Batch, r.Runs[0].Publishers, brokerText(r.Runs[0].Broker))
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "failed: %s\n", e)
 	}
-	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %8s %6s %10s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s", "missing", "ended", "bench cpu")
+	fmt.Fprintf(w, "%-11s %-4s %6s %12s %10s %16s %10s %16s %8s %6s %10s\n", "peer", "tr", "subs", "deliveries/s", "cpu", "deliveries/cpu-s",
+		"broker cpu", "system/cpu-s", "missing", "ended", "bench cpu")
 	for _, x := range r.Runs {
-		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %8d %6d %10v\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),
-			x.CPU.Round(10*time.Millisecond), x.PerCPUSec(), x.Missing, x.Ended, x.ClientCPU.Round(10*time.Millisecond))
+		fmt.Fprintf(w, "%-11s %-4s %6d %12.0f %10v %16.0f %10v %16.0f %8d %6d %10v\n", x.Peer, x.Transport, x.Subscribers, x.PerSec(),
+			x.CPU.Round(10*time.Millisecond), x.PerCPUSec(), x.BrokerCPU.Round(10*time.Millisecond), x.SystemPerCPUSec(),
+			x.Missing, x.Ended, x.ClientCPU.Round(10*time.Millisecond))
 	}
 	for _, tr := range []string{transportSSE, transportWS} {
 		for _, x := range r.Runs {
 			if x.Peer == "gateway" && x.Transport == tr {
 				if v, ok := r.Ratios[fmt.Sprintf("%s/%d", tr, x.Subscribers)]; ok {
-					fmt.Fprintf(w, "ratio gateway/centrifugo deliveries per CPU-second, %s ×%d: %.2f\n", tr, x.Subscribers, v)
+					fmt.Fprintf(w, "ratio gateway/centrifugo deliveries per CPU-second, %s ×%d: %.2f (whole system, with the broker: %.2f)\n",
+						tr, x.Subscribers, v, r.SystemRatios[fmt.Sprintf("%s/%d", tr, x.Subscribers)])
 				}
 			}
 		}
 	}
+}
+
+// brokerText says where the gateway's broker ran, for the text report.
+func brokerText(b string) string {
+	switch b {
+	case "kafka":
+		return "Kafka (its CPU from --broker-pid)"
+	case "embedded":
+		return "embedded, inside the gateway process (its CPU is in the gateway's)"
+	}
+	return "not measured"
 }

@@ -50,6 +50,25 @@ func TestFanoutDeliversEveryEventToEverySubscriber(t *testing.T) {
 	}
 }
 
+// Single-event publishes (the case users run) with the broker's CPU: the
+// kfake broker runs in the test binary, so --broker-pid is this process.
+func TestFanoutSingleEventPublishesWithBrokerCPU(t *testing.T) {
+	p, _ := inProcessPeer(t)
+	const subs = 3
+	r, err := runFanout(t.Context(), "gateway", p, FanoutConfig{Transport: transportSSE, Subscribers: subs,
+		Duration: time.Second, Warmup: 500 * time.Millisecond, Batch: 1, Window: 50, Publishers: 8, Dial: 2,
+		BrokerPID: os.Getpid(), Broker: "kafka", Progress: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Published == 0 || r.Missing != 0 || r.Batch != 1 || r.Publishers != 8 || r.Broker != "kafka" {
+		t.Fatalf("%+v", r)
+	}
+	if r.BrokerCPU <= 0 || (r.Deliveries > 0 && r.SystemPerCPUSec() >= r.PerCPUSec()) {
+		t.Fatalf("broker CPU %v, system %.0f vs gateway %.0f deliveries per CPU-second", r.BrokerCPU, r.SystemPerCPUSec(), r.PerCPUSec())
+	}
+}
+
 func TestFanoutDialectD(t *testing.T) {
 	for _, tr := range []string{transportSSE, transportWS} {
 		t.Run(tr, func(t *testing.T) {
@@ -74,9 +93,13 @@ func TestFanoutRatiosPairPeers(t *testing.T) {
 		{Peer: "centrifugo", Transport: "sse", Subscribers: 100, Deliveries: 200, CPU: time.Second},
 		{Peer: "gateway", Transport: "ws", Subscribers: 100, Deliveries: 300, CPU: time.Second},
 	}}
+	rep.Runs[0].BrokerCPU = time.Second // the gateway's broker: whole system 300 per 2 CPU-seconds
 	rep.ratios()
 	if len(rep.Ratios) != 1 || rep.Ratios["sse/100"] != 1.5 {
 		t.Fatalf("ratios %v, want only sse/100 = 1.5", rep.Ratios)
+	}
+	if len(rep.SystemRatios) != 1 || rep.SystemRatios["sse/100"] != 0.75 {
+		t.Fatalf("whole-system ratios %v, want only sse/100 = 0.75", rep.SystemRatios)
 	}
 	var b strings.Builder
 	printFanout(&b, rep)
@@ -180,6 +203,8 @@ func TestBenchSubcommandsRefuseBadFlags(t *testing.T) {
 		{"fanout"}, // no server
 		{"fanout", "--gateway-bin", "x", "--url", "http://127.0.0.1:1"},
 		{"fanout", "--url", "http://127.0.0.1:1", "--subscribers", "0"},
+		{"fanout", "--gateway-bin", "x", "--kafka-brokers", "", "--broker-pid", "1"}, // embedded: no broker process
+		{"fanout", "--url", "http://127.0.0.1:1", "--broker-pid", "-1"},
 		{"fanout", "--url", "http://127.0.0.1:1", "--transports", "sse,tcp"},
 		{"fanout", "--url", "http://127.0.0.1:1", "--centrifugo-url", "http://127.0.0.1:2"}, // no key
 		{"latency", "--url", "http://127.0.0.1:1", "--kafka-brokers", ""},

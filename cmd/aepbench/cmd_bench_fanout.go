@@ -13,7 +13,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
-const benchFanoutSynopsis = "fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--dialect r|d] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--window W] [--output text|json]"
+const benchFanoutSynopsis = "fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--dialect r|d] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--publishers P] [--window W] [--broker-pid PID] [--output text|json]"
 
 const benchFanoutHelp = `One publisher, N live subscribers, saturated: the publisher sends batches of
 generated dialect R events as fast as the subscribers take them (at most
@@ -27,6 +27,13 @@ and transport runs the gateway then Centrifugo, so the ratio comes from one
 run. "missing" counts deliveries that never came (published × subscribers −
 delivered, once they stop arriving for 3s); "ended" counts subscribers the
 server closed.
+
+The broker: a started gateway uses --kafka-brokers, else its embedded broker
+(--kafka-brokers "" overrides $KAFKA_BROKERS), which runs inside the gateway
+process, so its CPU is already in the gateway's. With a Kafka broker,
+--broker-pid PID adds its CPU over the window and a whole-system figure:
+deliveries per CPU-second of gateway + broker. Centrifugo has no broker: its
+whole-system figure is its own.
 `
 
 func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -42,6 +49,7 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	window := fs.Int("window", 0, "most events published ahead of the slowest subscriber (0: 500 for R, whose streams queue 1024; 200 for D, whose queue 256)")
 	pubs := fs.Int("publishers", 4, "publish requests in flight, 1..64")
 	dial := fs.Int("dial-concurrency", 64, "subscribers opened at once")
+	brokerPID := fs.Int("broker-pid", 0, "the gateway's Kafka broker's process id on this machine: report its CPU over each window and deliveries per CPU-second of gateway + broker (not with the embedded broker, which the gateway's CPU counts)")
 	out := cli.OutputFlag(fs, "text", "text", "json")
 	progress := fs.Bool("progress", cli.IsTerminal(stderr), "print progress to stderr (default: when stderr is a terminal)")
 	if err := cli.ParseFlags(fs, args); err != nil {
@@ -75,6 +83,17 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := sf.validate(); err != nil {
 		return cli.UsageErr(fs, "%v", err)
 	}
+	broker := ""
+	switch {
+	case *brokerPID < 0:
+		return cli.UsageErr(fs, "--broker-pid must be a process id")
+	case *brokerPID > 0 && sf.gatewayBin != "" && sf.kafka == "":
+		return cli.UsageErr(fs, "--broker-pid with the embedded broker: it runs inside the gateway, whose CPU already counts it")
+	case *brokerPID > 0:
+		broker = "kafka"
+	case sf.gatewayBin != "" && sf.kafka == "":
+		broker = "embedded"
+	}
 	say := progressFunc(stderr, *progress)
 	if _, err := raiseNoFile(); err != nil {
 		say("cannot raise the open-file limit: %v", err)
@@ -89,8 +108,12 @@ func cmdBenchFanout(ctx context.Context, args []string, stdout, stderr io.Writer
 	for _, n := range counts {
 		for _, tr := range trs {
 			for _, np := range srv.peers() {
-				r, err := runFanout(ctx, np.name, np.p, FanoutConfig{Transport: tr, Subscribers: n, Duration: *duration,
-					Dialect: d, Warmup: *warmup, Batch: *batch, Window: *window, Publishers: *pubs, Dial: *dial, Progress: say})
+				cfg := FanoutConfig{Transport: tr, Subscribers: n, Duration: *duration,
+					Dialect: d, Warmup: *warmup, Batch: *batch, Window: *window, Publishers: *pubs, Dial: *dial, Progress: say}
+				if np.name == "gateway" { // Centrifugo has no broker
+					cfg.BrokerPID, cfg.Broker = *brokerPID, broker
+				}
+				r, err := runFanout(ctx, np.name, np.p, cfg)
 				if err != nil { // reported, and the other runs still go
 					err = fmt.Errorf("fanout %s %s ×%d: %w", np.name, tr, n, err)
 					say("%v", err)
