@@ -4,7 +4,11 @@
 # Knobs (environment): KAFKA_BROKERS (127.0.0.1:9092), KAFKA_PID (the broker's
 # process, for its CPU time per event; found with pgrep when unset),
 # BENCH_DURATION (10s, each
-# measured phase), BENCH_SUBS (100,1000), BENCH_RATES (250,500,1000,2000),
+# measured phase), BENCH_SUBS (100,1000: the batched fan-out case),
+# BENCH_FANOUT_SINGLE_SUBS (1,10,100,1000: fan-out with one event a publish),
+# BENCH_FANOUT_DURATION (5s, each single-event fan-out window),
+# BENCH_FANOUT_TRANSPORTS (sse: of the single-event and embedded-broker
+# fan-out cases; the batched case runs sse and ws), BENCH_RATES (250,500,1000,2000),
 # BENCH_IDLE (10000 connections), BENCH_RESUME (1: run the resume Go benchmark,
 # 0: skip), BENCH_OUT (.bench), CENTRIFUGO (a Centrifugo v6 binary; default:
 # go install github.com/centrifugal/centrifugo/v6@v6.9.1 when missing).
@@ -14,6 +18,9 @@ cd "$(dirname "$0")/.."
 KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 BENCH_DURATION=${BENCH_DURATION:-10s}
 BENCH_SUBS=${BENCH_SUBS:-100,1000}
+BENCH_FANOUT_SINGLE_SUBS=${BENCH_FANOUT_SINGLE_SUBS:-1,10,100,1000}
+BENCH_FANOUT_DURATION=${BENCH_FANOUT_DURATION:-5s}
+BENCH_FANOUT_TRANSPORTS=${BENCH_FANOUT_TRANSPORTS:-sse}
 BENCH_RATES=${BENCH_RATES:-250,500,1000,2000}
 BENCH_IDLE=${BENCH_IDLE:-10000}
 BENCH_RESUME=${BENCH_RESUME:-1}
@@ -46,7 +53,7 @@ cat >"$BENCH_OUT/meta.json" <<JSON
 {"commit":"$(git rev-parse --short=12 HEAD)$(git diff --quiet || echo '+dirty')","date":"$(date -u +%Y-%m-%dT%H:%MZ)",
  "machine":"$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)",
  "kafka":"Apache Kafka at $KAFKA_BROKERS",
- "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
+ "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_FANOUT_SINGLE_SUBS":"$BENCH_FANOUT_SINGLE_SUBS","BENCH_FANOUT_DURATION":"$BENCH_FANOUT_DURATION","BENCH_FANOUT_TRANSPORTS":"$BENCH_FANOUT_TRANSPORTS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
 JSON
 
 # Ingest: one gateway on the real Kafka, three shapes, each beside franz-go;
@@ -100,10 +107,27 @@ ingest_runs "emb-" "127.0.0.1:$kport"
 kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
 rm -rf "$emb_dir"
 
-say "fan-out: subscribers $BENCH_SUBS, SSE and WebSocket, gateway vs Centrifugo"
-bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
-  --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
+# Fan-out, three shapes, each gateway run beside Centrifugo in the same
+# command: single-event publishes (8 in flight, what most publishers send)
+# on the real Kafka; batched (100 events a request) on the real Kafka; and
+# single-event on the gateway's embedded broker. With the real Kafka the
+# broker's CPU (--broker-pid) gives the whole-system figure.
+say "fan-out: one event a publish, 8 publishers, subscribers $BENCH_FANOUT_SINGLE_SUBS, $BENCH_FANOUT_TRANSPORTS, real Kafka"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" "${broker_flags[@]}" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 1 --publishers 8 --subscribers "$BENCH_FANOUT_SINGLE_SUBS" --transports "$BENCH_FANOUT_TRANSPORTS" \
+  --duration "$BENCH_FANOUT_DURATION" --output json --progress >"$BENCH_OUT/fanout-single.json" ||
+  say "fan-out (single): some runs failed (listed in fanout-single.json); the report shows the others"
+
+say "fan-out: 100 events a publish, subscribers $BENCH_SUBS, SSE and WebSocket, real Kafka"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" "${broker_flags[@]}" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 100 --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
   say "fan-out: some runs failed (listed in fanout.json); the report shows the others"
+
+say "fan-out: one event a publish, 8 publishers, 100 subscribers, $BENCH_FANOUT_TRANSPORTS, embedded broker"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 1 --publishers 8 --subscribers 100 --transports "$BENCH_FANOUT_TRANSPORTS" \
+  --duration "$BENCH_FANOUT_DURATION" --output json --progress >"$BENCH_OUT/fanout-emb.json" ||
+  say "fan-out (embedded): some runs failed (listed in fanout-emb.json); the report shows the others"
 
 say "latency: rates $BENCH_RATES, gateway vs direct"
 bin/aepbench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
