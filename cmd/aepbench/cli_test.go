@@ -123,3 +123,25 @@ func TestIngestJSONOutputAndProgress(t *testing.T) {
 		}
 	}
 }
+
+// Under --output json a failure is one JSON object on stderr, as aepctl's
+// errors are; in text it is the "aepbench: " line.
+func TestErrorsAreJSONUnderOutputJSON(t *testing.T) {
+	args := []string{"latency", "--url", "http://127.0.0.1:1", "--kafka-brokers", "127.0.0.1:1", "--duration", "1s"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(args, "-o", "json"), nil, &out, &errb); code != exitFailed {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitFailed, errb.String())
+	}
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(errb.Bytes(), &e); err != nil || !strings.Contains(e.Error.Message, "connection refused") {
+		t.Errorf("stderr %q is not the JSON error (%v)", errb.String(), err)
+	}
+	errb.Reset()
+	if code := run(context.Background(), args, nil, &out, &errb); code != exitFailed || !strings.HasPrefix(errb.String(), "aepbench: ") {
+		t.Errorf("text: exit %d, stderr %q", code, errb.String())
+	}
+}

@@ -15,8 +15,9 @@ import (
 
 const benchFanoutSynopsis = "fanout (--gateway-bin PATH | --url URL [--gateway-pid PID]) [--kafka-brokers B] [--centrifugo-bin PATH | --centrifugo-url URL ... | --no-centrifugo] [--dialect r|d] [--subscribers 100,1000] [--transports sse,ws] [--duration D] [--warmup D] [--batch B] [--publishers P] [--window W] [--broker-pid PID] [--output text|json]"
 
-const benchFanoutHelp = `One publisher, N live subscribers, saturated: the publisher sends batches of
-generated dialect R events as fast as the subscribers take them (at most
+const benchFanoutHelp = `N live subscribers and --publishers publish requests in flight, saturated: the
+publishers send requests of --batch generated dialect R events as fast as
+the subscribers take them (at most
 --window events ahead of the average subscriber, so no server queue
 overflows), and the figure is deliveries per CPU-second of the server process
 (utime+stime from /proc/<pid>/stat over the window). The gateway is driven

@@ -101,6 +101,6 @@ func run(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writ
 	case errors.Is(err, errRejected):
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "aepbench: %v\n", err)
+	cli.WriteError(stderr, "aepbench", err, cli.JSONOutput(args[1:]))
 	return exitFailed
 }

@@ -6,9 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
-	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
@@ -115,29 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "aepctl: unknown command %q\n\n%s", args[0], topUsage)
 		return exitUsage
 	}
-	return exitCode(err, stderr, jsonOutput(args[1:]))
-}
-
-// jsonOutput reports whether args ask for --output json (-o json,
-// --output=json, ...): errors are then written as JSON too, so a script
-// that reads JSON never has to parse text.
-func jsonOutput(args []string) bool {
-	for i, a := range args {
-		if a == "--" {
-			return false
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "o" && name != "output") {
-			continue
-		}
-		if !hasVal && i+1 < len(args) {
-			val = args[i+1]
-		}
-		if val == "json" {
-			return true
-		}
-	}
-	return false
+	return exitCode(err, stderr, cli.JSONOutput(args[1:]))
 }
 
 // exitCode maps err to the exit code and writes the errors no other output
@@ -159,18 +135,6 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 	case errors.Is(err, errTimedOut):
 		return exitTimeout
 	}
-	if !jsonOut {
-		fmt.Fprintf(stderr, "aepctl: %v\n", err)
-		return exitFailed
-	}
-	e := map[string]any{"message": err.Error()}
-	var apiErr *aepclient.APIError
-	if errors.As(err, &apiErr) {
-		e["status"] = apiErr.Status
-		if apiErr.Code != "" {
-			e["code"] = apiErr.Code
-		}
-	}
-	_ = cli.WriteJSONLine(stderr, map[string]any{"error": e})
+	cli.WriteError(stderr, "aepctl", err, jsonOut)
 	return exitFailed
 }
