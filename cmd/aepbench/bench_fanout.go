@@ -371,7 +371,7 @@ func printFanout(w io.Writer, r FanoutReport) {
 	}
 	fmt.Fprintf(w, "bench fanout: dialect %s, load average %s\n", dialect, r.LoadAvg)
 	if len(r.Runs) > 0 {
-		fmt.Fprintf(w, "publishing: %d events a request, %d requests in flight; gateway's broker: %s\n", r.Runs[0].Batch, r.Runs[0].Publishers, brokerText(r.Runs[0].Broker))
+		fmt.Fprintf(w, "publishing: batch %d (events a request), %d requests in flight; gateway's broker: %s\n", r.Runs[0].Batch, r.Runs[0].Publishers, brokerText(r.Runs[0].Broker))
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "failed: %s\n", e)
