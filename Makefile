@@ -32,12 +32,13 @@ test-short:
 bench:
 	$(GO) test $(GOFLAGS) -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-## bench-report: the comparative benchmarks of issue 13 in one run (ingest vs franz-go on real Kafka and on
-## the embedded broker, fan-out and idle
-## connections vs Centrifugo v6.9.1, latency vs direct produce→consume, resume 1M vs 10k) on the Kafka at
-## KAFKA_BROKERS (default 127.0.0.1:9092); writes docs/benchmarks.md's generated section and
-## docs/images/bench-*.svg. About 10-15 min on 2 cores; knobs: BENCH_DURATION BENCH_SUBS BENCH_RATES
-## BENCH_IDLE BENCH_RESUME BENCH_OUT CENTRIFUGO KAFKA_PID (scripts/bench-report.sh)
+## bench-report: the comparative benchmarks of issue 13 in one run with bin/aepbench (ingest vs franz-go on
+## real Kafka and on the embedded broker, fan-out with single-event and batched publishes, with the broker's
+## CPU, and idle connections vs Centrifugo v6.9.1, latency vs direct produce→consume, resume 1M vs 10k) on
+## the Kafka at KAFKA_BROKERS (default 127.0.0.1:9092); writes docs/benchmarks.md's generated section and
+## docs/images/bench-*.svg. About 15 min on 2 cores; knobs: BENCH_DURATION BENCH_SUBS BENCH_FANOUT_SINGLE_SUBS
+## BENCH_FANOUT_DURATION BENCH_FANOUT_TRANSPORTS BENCH_RATES BENCH_IDLE BENCH_RESUME BENCH_OUT CENTRIFUGO
+## KAFKA_PID (scripts/bench-report.sh)
 bench-report:
 	GO=$(GO) bash scripts/bench-report.sh
 

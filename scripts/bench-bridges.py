@@ -3,14 +3,14 @@
 
 For each broker (embedded; real Kafka when KAFKA_BROKERS is set) and each
 request size (batches of 100, one event a request), a fresh gateway runs a
-10 s `aepctl bench ingest --max` phase with the bridges off, then another
+10 s `aepbench ingest --max` phase with the bridges off, then another
 with all three on (CloudEvents, OCSF, OTLP logs to a real OpenTelemetry
 Collector); off and on alternate, ROUNDS times. Reported per phase: ingest
 events/s, the CPU of every process (gateway, broker JVM, collector) from the
 phase's start until the bridges have caught up, per ingested event, the time
 the bridges took to catch up after the phase, and the largest lag seen.
 
-Needs: go (builds the gateway, aepctl and integration/otelcol, or takes
+Needs: go (builds the gateway, aepbench and integration/otelcol, or takes
 AEP_OTELCOL). Usage: scripts/bench-bridges.py [ROUNDS]
 """
 import json, os, re, shutil, socket, subprocess, sys, tempfile, time, urllib.request
@@ -21,9 +21,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def build(tmp):
-    gw, ctl = os.path.join(tmp, "aep-gateway"), os.path.join(tmp, "aepctl")
+    gw, ctl = os.path.join(tmp, "aep-gateway"), os.path.join(tmp, "aepbench")
     subprocess.run(["go", "build", "-o", gw, "./cmd/aep-gateway"], cwd=ROOT, check=True)
-    subprocess.run(["go", "build", "-o", ctl, "./cmd/aepctl"], cwd=ROOT, check=True)
+    subprocess.run(["go", "build", "-o", ctl, "./cmd/aepbench"], cwd=ROOT, check=True)
     col = os.environ.get("AEP_OTELCOL") or os.path.join(tmp, "otelcol")
     if not os.environ.get("AEP_OTELCOL"):
         subprocess.run(["go", "build", "-C", "integration/otelcol", "-o", col, "."], cwd=ROOT, check=True)
@@ -106,7 +106,7 @@ service: {{telemetry: {{metrics: {{level: none}}}}, pipelines: {{logs: {{receive
             pids["broker"] = int(subprocess.run(["pgrep", "-f", "kafka.Kafka"], capture_output=True, text=True).stdout.split()[0])
         c0 = {k: cpu(p) for k, p in pids.items()}
         t0 = time.time()
-        out = subprocess.run([ctl, "bench", "ingest", "--url", base, "--max", "--batch", str(batch), "--duration", "10s", "--output", "json"],
+        out = subprocess.run([ctl, "ingest", "--url", base, "--max", "--batch", str(batch), "--duration", "10s", "--output", "json"],
                              capture_output=True, text=True, check=True).stdout
         res = json.loads(out)["gateway"]
         accepted = res["accepted"]

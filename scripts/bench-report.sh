@@ -4,7 +4,11 @@
 # Knobs (environment): KAFKA_BROKERS (127.0.0.1:9092), KAFKA_PID (the broker's
 # process, for its CPU time per event; found with pgrep when unset),
 # BENCH_DURATION (10s, each
-# measured phase), BENCH_SUBS (100,1000), BENCH_RATES (250,500,1000,2000),
+# measured phase), BENCH_SUBS (100,1000: the batched fan-out case),
+# BENCH_FANOUT_SINGLE_SUBS (1,10,100,1000: fan-out with one event a publish),
+# BENCH_FANOUT_DURATION (5s, each single-event fan-out window),
+# BENCH_FANOUT_TRANSPORTS (sse: of the single-event and embedded-broker
+# fan-out cases; the batched case runs sse and ws), BENCH_RATES (250,500,1000,2000),
 # BENCH_IDLE (10000 connections), BENCH_RESUME (1: run the resume Go benchmark,
 # 0: skip), BENCH_OUT (.bench), CENTRIFUGO (a Centrifugo v6 binary; default:
 # go install github.com/centrifugal/centrifugo/v6@v6.9.1 when missing).
@@ -14,6 +18,9 @@ cd "$(dirname "$0")/.."
 KAFKA_BROKERS=${KAFKA_BROKERS:-127.0.0.1:9092}
 BENCH_DURATION=${BENCH_DURATION:-10s}
 BENCH_SUBS=${BENCH_SUBS:-100,1000}
+BENCH_FANOUT_SINGLE_SUBS=${BENCH_FANOUT_SINGLE_SUBS:-1,10,100,1000}
+BENCH_FANOUT_DURATION=${BENCH_FANOUT_DURATION:-5s}
+BENCH_FANOUT_TRANSPORTS=${BENCH_FANOUT_TRANSPORTS:-sse}
 BENCH_RATES=${BENCH_RATES:-250,500,1000,2000}
 BENCH_IDLE=${BENCH_IDLE:-10000}
 BENCH_RESUME=${BENCH_RESUME:-1}
@@ -23,8 +30,8 @@ GO=${GO:-go}
 say() { echo "$(date -u +%H:%M:%S)  bench-report: $*" >&2; }
 
 mkdir -p bin "$BENCH_OUT"
-say "building bin/aepctl, bin/aep-gateway, bin/benchreport"
-$GO build -o bin/ ./cmd/aepctl ./cmd/aep-gateway ./cmd/benchreport
+say "building bin/aepbench, bin/aep-gateway, bin/benchreport"
+$GO build -o bin/ ./cmd/aepbench ./cmd/aep-gateway ./cmd/benchreport
 if [ -z "${CENTRIFUGO:-}" ]; then
   CENTRIFUGO=$(command -v centrifugo || true)
   [ -n "$CENTRIFUGO" ] || CENTRIFUGO="$($GO env GOPATH)/bin/centrifugo"
@@ -38,7 +45,7 @@ run=rep$(date +%s)
 prefix="aepctl.bench.$run."
 cleanup() {
   [ -n "${gw_pid:-}" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null || true
-  bin/aepctl bench cleanup --kafka-brokers "$KAFKA_BROKERS" --prefix "$prefix" || true
+  bin/aepbench cleanup --kafka-brokers "$KAFKA_BROKERS" --prefix "$prefix" || true
 }
 trap cleanup EXIT
 
@@ -46,27 +53,27 @@ cat >"$BENCH_OUT/meta.json" <<JSON
 {"commit":"$(git rev-parse --short=12 HEAD)$(git diff --quiet || echo '+dirty')","date":"$(date -u +%Y-%m-%dT%H:%MZ)",
  "machine":"$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)",
  "kafka":"Apache Kafka at $KAFKA_BROKERS",
- "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
+ "knobs":{"BENCH_DURATION":"$BENCH_DURATION","BENCH_SUBS":"$BENCH_SUBS","BENCH_FANOUT_SINGLE_SUBS":"$BENCH_FANOUT_SINGLE_SUBS","BENCH_FANOUT_DURATION":"$BENCH_FANOUT_DURATION","BENCH_FANOUT_TRANSPORTS":"$BENCH_FANOUT_TRANSPORTS","BENCH_RATES":"$BENCH_RATES","BENCH_IDLE":"$BENCH_IDLE"}}
 JSON
 
 # Ingest: one gateway on the real Kafka, three shapes, each beside franz-go;
 # then one gateway on its embedded broker, the same shapes, the baseline
 # producing to that same embedded broker. Each run also reports the CPU time
-# per event of aepctl, the gateway and (real Kafka) the broker.
+# per event of aepbench, the gateway and (real Kafka) the broker.
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo "$1"; }
 KAFKA_PID=${KAFKA_PID:-$(pgrep -f 'kafka\.Kafka' | head -1 || true)}
 ingest_runs() { # $1: file prefix, $2: baseline brokers, $3...: extra bench flags
   local name=$1 brokers=$2
   shift 2
   say "ingest ($name): warm-up (creates the topics, fills the metadata caches; not reported)"
-  bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
+  bin/aepbench ingest --url "http://127.0.0.1:$port" --max --duration 2s --batch 10 --concurrency 2 \
     --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" >/dev/null
   for shape in "100 8" "1000 8" "1 64"; do
     set -- $shape "$@"
     local b=$1 c=$2
     shift 2
     say "ingest ($name): batch $b, concurrency $c, $BENCH_DURATION per phase"
-    bin/aepctl bench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
+    bin/aepbench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency "$c" \
       --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --baseline-routed --baseline-http --gateway-pid "$gw_pid" "$@" \
       --output json --progress >"$BENCH_OUT/ingest-$name$b.json"
   done
@@ -100,17 +107,34 @@ ingest_runs "emb-" "127.0.0.1:$kport"
 kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
 rm -rf "$emb_dir"
 
-say "fan-out: subscribers $BENCH_SUBS, SSE and WebSocket, gateway vs Centrifugo"
-bin/aepctl bench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
-  --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
+# Fan-out, three shapes, each gateway run beside Centrifugo in the same
+# command: single-event publishes (8 in flight, what most publishers send)
+# on the real Kafka; batched (100 events a request) on the real Kafka; and
+# single-event on the gateway's embedded broker. With the real Kafka the
+# broker's CPU (--broker-pid) gives the whole-system figure.
+say "fan-out: one event a publish, 8 publishers, subscribers $BENCH_FANOUT_SINGLE_SUBS, $BENCH_FANOUT_TRANSPORTS, real Kafka"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" "${broker_flags[@]}" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 1 --publishers 8 --subscribers "$BENCH_FANOUT_SINGLE_SUBS" --transports "$BENCH_FANOUT_TRANSPORTS" \
+  --duration "$BENCH_FANOUT_DURATION" --output json --progress >"$BENCH_OUT/fanout-single.json" ||
+  say "fan-out (single): some runs failed (listed in fanout-single.json); the report shows the others"
+
+say "fan-out: 100 events a publish, subscribers $BENCH_SUBS, SSE and WebSocket, real Kafka"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" "${broker_flags[@]}" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 100 --subscribers "$BENCH_SUBS" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/fanout.json" ||
   say "fan-out: some runs failed (listed in fanout.json); the report shows the others"
 
+say "fan-out: one event a publish, 8 publishers, 100 subscribers, $BENCH_FANOUT_TRANSPORTS, embedded broker"
+bin/aepbench fanout --gateway-bin bin/aep-gateway --kafka-brokers "" --centrifugo-bin "$CENTRIFUGO" \
+  --batch 1 --publishers 8 --subscribers 100 --transports "$BENCH_FANOUT_TRANSPORTS" \
+  --duration "$BENCH_FANOUT_DURATION" --output json --progress >"$BENCH_OUT/fanout-emb.json" ||
+  say "fan-out (embedded): some runs failed (listed in fanout-emb.json); the report shows the others"
+
 say "latency: rates $BENCH_RATES, gateway vs direct"
-bin/aepctl bench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
+bin/aepbench latency --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" \
   --rates "$BENCH_RATES" --duration "$BENCH_DURATION" --output json --progress >"$BENCH_OUT/latency.json"
 
 say "idle: $BENCH_IDLE connections, SSE and WebSocket, gateway vs Centrifugo"
-bin/aepctl bench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
+bin/aepbench idle --gateway-bin bin/aep-gateway --kafka-brokers "$KAFKA_BROKERS" --centrifugo-bin "$CENTRIFUGO" \
   --connections "$BENCH_IDLE" --output json --progress >"$BENCH_OUT/idle.json"
 
 if [ "$BENCH_RESUME" = 1 ]; then

@@ -12,7 +12,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/clitest"
 )
+
+// "aepctl bench" is a usage error that names aepbench, where the
+// benchmarks went.
+func TestBenchMoved(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"bench", "fanout"}, nil, &out, &errb); code != exitUsage || out.Len() != 0 ||
+		!strings.Contains(errb.String(), "aepbench ingest|fanout|latency|idle|cleanup") {
+		t.Errorf("bench: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
 
 func TestRunExitCodes(t *testing.T) {
 	tests := []struct {
@@ -25,10 +38,8 @@ func TestRunExitCodes(t *testing.T) {
 		{"top help", []string{"--help"}, exitOK},
 		{"publish help", []string{"publish", "--help"}, exitOK},
 		{"gen help", []string{"gen", "--help"}, exitOK},
-		{"bench help", []string{"bench", "--help"}, exitOK},
-		{"bench ingest help", []string{"bench", "ingest", "--help"}, exitOK},
-		{"bench without ingest", []string{"bench"}, exitUsage},
-		{"bench unknown", []string{"bench", "egress"}, exitUsage},
+		{"bench moved", []string{"bench", "ingest", "--max"}, exitUsage},
+		{"bench alone", []string{"bench"}, exitUsage},
 		{"version", []string{"--version"}, exitOK},
 		{"help config", []string{"help", "config"}, exitOK},
 		{"help tail", []string{"help", "tail"}, exitOK},
@@ -58,11 +69,6 @@ func TestRunExitCodes(t *testing.T) {
 		{"publish two files", []string{"publish", "a", "b"}, exitUsage},
 		{"publish missing file", []string{"publish", "/nonexistent/aepctl-test"}, exitFailed},
 		{"gen bad sessions", []string{"gen", "--sessions", "0"}, exitUsage},
-		{"bench zero rate", []string{"bench", "ingest", "--rate", "0"}, exitUsage},
-		{"bench long duration", []string{"bench", "ingest", "--duration", "11m"}, exitUsage},
-		{"bench big batch", []string{"bench", "ingest", "--batch", "1001"}, exitUsage},
-		{"bench remote", []string{"bench", "ingest", "--url", "http://192.0.2.1:8080"}, exitUsage},
-		{"bench remote broker", []string{"bench", "ingest", "--baseline-kafka", "192.0.2.1:9092"}, exitUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,7 +82,7 @@ func TestRunExitCodes(t *testing.T) {
 
 // --help goes to stdout (so it pages), a usage error's text to stderr.
 func TestHelpGoesToStdout(t *testing.T) {
-	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"bench", "ingest"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}, {"target"}, {"control"}, {"dead-letters"}, {"subscriptions", "list"}, {"subscriptions", "delete"}} {
+	for _, cmd := range [][]string{{"tail"}, {"publish"}, {"gen"}, {"subscriptions", "create"}, {"subscriptions", "get"}, {"consume"}, {"ack"}, {"reject"}, {"target"}, {"control"}, {"dead-letters"}, {"subscriptions", "list"}, {"subscriptions", "delete"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), append(cmd, "--help"), nil, &out, &errb); code != exitOK || errb.Len() != 0 ||
 			!strings.HasPrefix(out.String(), "Usage: aepctl "+strings.Join(cmd, " ")) || !strings.Contains(out.String(), "show this help") {
@@ -106,31 +112,10 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-func TestCheckLoopback(t *testing.T) {
-	tests := []struct {
-		host string
-		ok   bool
-	}{
-		{"127.0.0.1", true},
-		{"127.9.9.9", true},
-		{"::1", true},
-		{"localhost", true},
-		{"10.0.0.1", false},
-		{"192.0.2.1", false},
-		{"::ffff:10.0.0.1", false},
-	}
-	for _, tc := range tests {
-		if err := checkLoopback(tc.host); (err == nil) != tc.ok {
-			t.Errorf("checkLoopback(%q) = %v, want ok=%v", tc.host, err, tc.ok)
-		}
-	}
-}
-
-// The CLI end to end over a real gateway: the environment twins, stdin, and
-// bench ingest's report.
+// The CLI end to end over a real gateway: the environment twins and stdin.
 func TestRunAgainstGateway(t *testing.T) {
-	g := newTestGateway(t)
-	t.Setenv("AEPCTL_URL", g.url)
+	g := clitest.NewGateway(t)
+	t.Setenv("AEPCTL_URL", g.URL)
 	t.Setenv("AEPCTL_TOKEN", "") // dev mode: no key needed
 
 	var events, errb bytes.Buffer
@@ -144,29 +129,16 @@ func TestRunAgainstGateway(t *testing.T) {
 	if !strings.Contains(out.String(), "total: 30 events, 30 accepted, 0 rejected, 0 failed, 5 batches, 5 requests") {
 		t.Fatalf("publish output:\n%s", out.String())
 	}
-	if n := g.records(devTopic); n != 30 {
+	if n := g.Records(clitest.DevTopic); n != 30 {
 		t.Fatalf("topic holds %d records, want 30", n)
-	}
-
-	out.Reset()
-	code := run(context.Background(), []string{"bench", "ingest", "--dialect", "d", "--events", "40", "--batch", "10", "--max", "--duration", "1m",
-		"--baseline-kafka", strings.Join(g.cluster.ListenAddrs(), ",")}, nil, &out, &errb)
-	if code != exitOK {
-		t.Fatalf("bench: exit %d\n%s%s", code, out.String(), errb.String())
-	}
-	for _, want := range []string{"gateway: " + g.url + "/aep/events", "accepted 40 events in", "requests by status: 202×4",
-		"requests by status: ok×4", "ratio gateway/kafka"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("bench output lacks %q:\n%s", want, out.String())
-		}
 	}
 }
 
 // --output json gives one JSON object per command; --progress reports on
 // stderr while the work runs.
 func TestJSONOutputAndProgress(t *testing.T) {
-	g := newTestGateway(t)
-	t.Setenv("AEPCTL_URL", g.url)
+	g := clitest.NewGateway(t)
+	t.Setenv("AEPCTL_URL", g.URL)
 	t.Setenv("AEPCTL_TOKEN", "")
 	events := runOK(t, "", "gen", "--events", "25", "-o", "json")
 	var arr []map[string]any
@@ -188,36 +160,12 @@ func TestJSONOutputAndProgress(t *testing.T) {
 
 	// Periodic lines: with a period shorter than a batch, one per batch.
 	var prog bytes.Buffer
-	c := &Client{BaseURL: g.url}
+	c := &aepclient.Client{BaseURL: g.URL}
 	if _, err := Publish(context.Background(), c, strings.NewReader(ndjson), PublishOptions{Batch: 10, Progress: &prog, ProgressEvery: time.Nanosecond}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(prog.String(), "events/s\n"); n != 3 || !strings.Contains(prog.String(), "publish: done in") {
 		t.Errorf("progress lines (%d):\n%s", n, prog.String())
-	}
-
-	out.Reset()
-	errb.Reset()
-	if code := run(context.Background(), []string{"bench", "ingest", "-o", "json", "--progress", "--max", "--events", "40", "--batch", "10"}, nil, &out, &errb); code != exitOK {
-		t.Fatalf("bench: exit %d: %s", code, errb.String())
-	}
-	var rep struct {
-		Dialect string `json:"dialect"`
-		Gateway struct {
-			Accepted int            `json:"accepted"`
-			ByStatus map[string]int `json:"requests_by_status"`
-			Latency  struct {
-				P50 float64 `json:"p50"`
-			} `json:"latency_ms"`
-		} `json:"gateway"`
-	}
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Dialect != "R" || rep.Gateway.Accepted != 40 || rep.Gateway.ByStatus["202"] != 4 || rep.Gateway.Latency.P50 <= 0 {
-		t.Errorf("bench -o json: %s (%v)", out.String(), err)
-	}
-	for _, want := range []string{"bench: phase gateway (" + g.url + "/events) started", "bench: phase gateway done in", "40 accepted"} {
-		if !strings.Contains(errb.String(), want) {
-			t.Errorf("bench progress lacks %q:\n%s", want, errb.String())
-		}
 	}
 }
 

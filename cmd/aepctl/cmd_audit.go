@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // AuditRecord is GET /aep/audit/events/{id}: security.md's minimum audit
@@ -41,9 +44,9 @@ type AuditRecord struct {
 	DeadLettersComplete bool `json:"dead_letters_complete"`
 }
 
-// Audit reads the audit record of event id; partition < 0 searches every
+// fetchAudit reads the audit record of event id; partition < 0 searches every
 // partition. raw is the gateway's answer as it came.
-func (c *Client) Audit(ctx context.Context, id string, partition int, maxRecords int) (*AuditRecord, json.RawMessage, error) {
+func fetchAudit(ctx context.Context, c *aepclient.Client, id string, partition int, maxRecords int) (*AuditRecord, json.RawMessage, error) {
 	q := url.Values{}
 	if partition >= 0 {
 		q.Set("partition", strconv.Itoa(partition))
@@ -56,7 +59,7 @@ func (c *Client) Audit(ctx context.Context, id string, partition int, maxRecords
 		path += "?" + q.Encode()
 	}
 	var raw json.RawMessage
-	if err := c.doJSON(ctx, "GET", path, nil, &raw); err != nil {
+	if err := c.DoJSON(ctx, "GET", path, nil, &raw); err != nil {
 		return nil, nil, err
 	}
 	var out AuditRecord
@@ -67,33 +70,33 @@ func (c *Client) Audit(ctx context.Context, id string, partition int, maxRecords
 }
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit", "audit EVENT_ID [--partition N] [--max-records N] [--output text|json]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "audit", "audit EVENT_ID [--partition N] [--max-records N] [--output text|json]", stdout, stderr,
 		"Shows the audit record of one event of the key's tenant (GET /aep/audit/events/{id},\n"+
 			"a tenant-wide key): its id, type, source, target and created_at, where it is in\n"+
 			"the log, who published it and how (principal, authentication, binding), and its\n"+
 			"delivery status in every durable subscription whose filter matches it. The log\n"+
 			"has no index by event id: give --partition (the ingest answer's position) to\n"+
 			"read one partition instead of all.\n")
-	var conn connFlags
-	conn.register(fs)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	partition := fs.Int("partition", -1, "the event's partition (-1: search every partition)")
 	maxRecords := fs.Int("max-records", 0, "read at most this many records per topic (0: the gateway's default, 1,000,000)")
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageErr(fs, "want one EVENT_ID")
+		return cli.UsageErr(fs, "want one EVENT_ID")
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	rec, raw, err := (&Client{BaseURL: conn.url, Token: conn.token}).Audit(ctx, fs.Arg(0), *partition, *maxRecords)
+	rec, raw, err := fetchAudit(ctx, &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}, fs.Arg(0), *partition, *maxRecords)
 	if err != nil {
 		return err
 	}
 	if *out == "json" {
-		return writeJSONLine(stdout, raw)
+		return cli.WriteJSONLine(stdout, raw)
 	}
 	e, p := rec.Event, rec.Published
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/internal/auditlog"
 	"github.com/aep-gateway/aep-gateway/internal/auditread"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -54,11 +55,11 @@ func (s *logSource) topics(fs *flag.FlagSet) (auditread.Topics, []kgo.Opt, error
 		return auditread.Topics{}, nil, nil
 	}
 	if s.tenant == "" || s.brokers == "" {
-		return auditread.Topics{}, nil, usageErr(fs, "want --tenant and --brokers (or --export)")
+		return auditread.Topics{}, nil, cli.UsageErr(fs, "want --tenant and --brokers (or --export)")
 	}
 	n := partitioning.Naming{Template: s.template}
 	if err := n.Validate(); err != nil {
-		return auditread.Topics{}, nil, usageErr(fs, "%v", err)
+		return auditread.Topics{}, nil, cli.UsageErr(fs, "%v", err)
 	}
 	t := auditread.Topics{Events: n.Events(s.tenant), Audit: n.Audit(s.tenant)}
 	if s.events != "" {
@@ -95,7 +96,7 @@ func (s *logSource) read(ctx context.Context, fs *flag.FlagSet, visit func(int32
 
 func readKeys(fs *flag.FlagSet, path string) (auditlog.Keys, error) {
 	if path == "" {
-		return nil, usageErr(fs, "want --keys (PEM public keys, or the JSON of the gateway's /.well-known/aep-audit-keys)")
+		return nil, cli.UsageErr(fs, "want --keys (PEM public keys, or the JSON of the gateway's /.well-known/aep-audit-keys)")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -105,7 +106,7 @@ func readKeys(fs *flag.FlagSet, path string) (auditlog.Keys, error) {
 }
 
 func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit verify", "audit verify --keys FILE (--tenant T --brokers B | --export FILE) [--output text|json]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "audit verify", "audit verify --keys FILE (--tenant T --brokers B | --export FILE) [--output text|json]", stdout, stderr,
 		"Verifies a tenant's log against its signed checkpoints (docs/audit.md): every\n"+
 			"checkpoint's signature, the chain of heads, each signed root against the leaves,\n"+
 			"and every record against the leaf sealed at its offset. Modified, missing,\n"+
@@ -115,8 +116,8 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	var src logSource
 	src.register(fs, true)
 	keysPath := fs.String("keys", "", "public keys: PEM PUBLIC KEY blocks, or the JSON of /.well-known/aep-audit-keys")
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	keys, err := readKeys(fs, *keysPath)
@@ -129,7 +130,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	rep := auditlog.Verify(tenant, keys, parts)
 	if *out == "json" {
-		if err := writeJSONLine(stdout, rep); err != nil {
+		if err := cli.WriteJSONLine(stdout, rep); err != nil {
 			return err
 		}
 	} else if err := printReport(stdout, rep); err != nil {
@@ -181,17 +182,17 @@ func printReport(w io.Writer, rep auditlog.Report) error {
 }
 
 func cmdAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit export", "audit export --tenant T --brokers B --out FILE", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "audit export", "audit export --tenant T --brokers B --out FILE", stdout, stderr,
 		"Writes a tenant's events and audit topics to FILE (JSON lines) for an auditor who\n"+
 			"verifies and proves offline: `aepctl audit verify --export FILE`.\n")
 	var src logSource
 	src.register(fs, false)
 	outPath := fs.String("out", "", "the file to write (- for stdout)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *outPath == "" {
-		return usageErr(fs, "want --out")
+		return cli.UsageErr(fs, "want --out")
 	}
 	t, opts, err := src.topics(fs)
 	if err != nil {
@@ -225,7 +226,7 @@ func cmdAuditExport(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func cmdAuditProve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit prove", "audit prove EVENT_ID (--tenant T --brokers B | --export FILE) [--keys FILE]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "audit prove", "audit prove EVENT_ID (--tenant T --brokers B | --export FILE) [--keys FILE]", stdout, stderr,
 		"Writes an inclusion proof of one event (JSON on stdout): the record as Kafka holds\n"+
 			"it, its position, the signed checkpoint head and the Merkle audit path. Anyone\n"+
 			"holding the public key checks it offline: `aepctl audit check-proof`. The event\n"+
@@ -233,11 +234,11 @@ func cmdAuditProve(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var src logSource
 	src.register(fs, true)
 	keysPath := fs.String("keys", "", "check the proof with these public keys before writing it")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageErr(fs, "want one EVENT_ID")
+		return cli.UsageErr(fs, "want one EVENT_ID")
 	}
 	id := fs.Arg(0)
 	var found *auditlog.Record
@@ -281,20 +282,20 @@ func cmdAuditProve(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fmt.Errorf("the proof built does not check: %w", err)
 		}
 	}
-	return writeJSONLine(stdout, proof)
+	return cli.WriteJSONLine(stdout, proof)
 }
 
 func cmdAuditCheckProof(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("audit check-proof", "audit check-proof --keys FILE PROOF_FILE", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "audit check-proof", "audit check-proof --keys FILE PROOF_FILE", stdout, stderr,
 		"Checks an inclusion proof (`aepctl audit prove`) offline: the checkpoint's\n"+
 			"signature with the public keys, and the record's inclusion in its signed head.\n"+
 			"Exit 0: it checks; 5: it does not; 1: unreadable; 2: usage.\n")
 	keysPath := fs.String("keys", "", "public keys: PEM PUBLIC KEY blocks, or the JSON of /.well-known/aep-audit-keys")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usageErr(fs, "want one PROOF_FILE")
+		return cli.UsageErr(fs, "want one PROOF_FILE")
 	}
 	keys, err := readKeys(fs, *keysPath)
 	if err != nil {

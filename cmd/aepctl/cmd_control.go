@@ -7,6 +7,9 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 const controlHelp = `Sends one AEP-0004 command to the emitter that claims --session (on any
@@ -37,9 +40,9 @@ var commandTypes = map[string]string{
 }
 
 func cmdControl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("control", "control COMMAND --session S [--run R] [flags]", stdout, stderr, controlHelp)
-	var conn connFlags
-	conn.register(fs)
+	fs := cli.NewFlagSet("aepctl", "control", "control COMMAND --session S [--run R] [flags]", stdout, stderr, controlHelp)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	var opt ControlOptions
 	fs.StringVar(&opt.Session, "session", "", "the target session (required)")
 	fs.StringVar(&opt.Run, "run", "", "the target run")
@@ -55,35 +58,35 @@ func cmdControl(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&opt.Window, "timeout", 10*time.Second, "the ack window of one attempt (AEP-0004 default 10s)")
 	fs.IntVar(&opt.Attempts, "attempts", 1, "sends of the same command before giving up on silence")
 	fs.DurationVar(&opt.Outcome, "outcome", 0, "after an accept, also wait this long for the outcome event (cause-linked); 0: don't")
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() != 1:
-		return usageErr(fs, "want one COMMAND (cancel, pause, resume, respond or a control type)")
+		return cli.UsageErr(fs, "want one COMMAND (cancel, pause, resume, respond or a control type)")
 	case opt.Session == "":
-		return usageErr(fs, "--session is required")
+		return cli.UsageErr(fs, "--session is required")
 	case opt.Window <= 0 || opt.Attempts < 1 || opt.Outcome < 0:
-		return usageErr(fs, "--timeout must be positive, --attempts at least 1, --outcome not negative")
+		return cli.UsageErr(fs, "--timeout must be positive, --attempts at least 1, --outcome not negative")
 	}
 	opt.Type = commandType(fs.Arg(0))
 	if opt.Type == "" {
-		return usageErr(fs, "COMMAND %q: want cancel, pause, resume, respond, control.* or x.{vendor}.control.{verb}", fs.Arg(0))
+		return cli.UsageErr(fs, "COMMAND %q: want cancel, pause, resume, respond, control.* or x.{vendor}.control.{verb}", fs.Arg(0))
 	}
 	var err error
 	if opt.Data, err = commandData(opt, *data, *scope, *reason, *option, *text); err != nil {
-		return usageErr(fs, "%v", err)
+		return cli.UsageErr(fs, "%v", err)
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	res, err := SendControl(ctx, &Client{BaseURL: conn.url, Token: conn.token}, opt)
+	res, err := SendControl(ctx, &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}, opt)
 	if err != nil {
 		return fmt.Errorf("control: %w", err)
 	}
 	if *out == "json" {
-		if err := writeJSONLine(stdout, res); err != nil {
+		if err := cli.WriteJSONLine(stdout, res); err != nil {
 			return err
 		}
 	} else {

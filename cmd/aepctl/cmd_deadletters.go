@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // DeadLetter is one entry of GET /aep/dead-letters: where and when the
@@ -32,11 +35,11 @@ type DeadLetter struct {
 	} `json:"event"`
 }
 
-// DeadLetters reads the newest limit dead letters of the key's tenant;
+// fetchDeadLetters reads the newest limit dead letters of the key's tenant;
 // raw is the gateway's answer as it came.
-func (c *Client) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, json.RawMessage, error) {
+func fetchDeadLetters(ctx context.Context, c *aepclient.Client, limit int) ([]DeadLetter, json.RawMessage, error) {
 	var raw json.RawMessage
-	if err := c.doJSON(ctx, "GET", "/aep/dead-letters?limit="+strconv.Itoa(limit), nil, &raw); err != nil {
+	if err := c.DoJSON(ctx, "GET", "/aep/dead-letters?limit="+strconv.Itoa(limit), nil, &raw); err != nil {
 		return nil, nil, err
 	}
 	var out struct {
@@ -49,30 +52,30 @@ func (c *Client) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, json
 }
 
 func cmdDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dead-letters", "dead-letters [--limit N] [--output text|json]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "dead-letters", "dead-letters [--limit N] [--output text|json]", stdout, stderr,
 		"Lists the newest dead letters of the key's tenant, newest first (GET /aep/dead-letters):\nwhen, of which durable subscription, the original event's id and type, the\nattempts and the last error. --output json: the gateway's answer as it is.\n")
-	var conn connFlags
-	conn.register(fs)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	limit := fs.Int("limit", 20, "how many (1..100)")
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case *limit < 1 || *limit > 100:
-		return usageErr(fs, "--limit must be from 1 to 100")
+		return cli.UsageErr(fs, "--limit must be from 1 to 100")
 	case fs.NArg() > 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	dls, raw, err := (&Client{BaseURL: conn.url, Token: conn.token}).DeadLetters(ctx, *limit)
+	dls, raw, err := fetchDeadLetters(ctx, &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}, *limit)
 	if err != nil {
 		return err
 	}
 	if *out == "json" {
-		return writeJSONLine(stdout, raw)
+		return cli.WriteJSONLine(stdout, raw)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEAD-LETTERED\tSUBSCRIPTION\tEVENT\tTYPE\tATTEMPTS\tLAST ERROR")

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 	"github.com/aep-gateway/aep-gateway/partitioning"
 )
 
@@ -26,7 +27,7 @@ var exportTopics = map[string]func(partitioning.Naming, string) string{
 // stands now, as JSON Lines: the way into analytics engines that read
 // files (DuckDB, Spark, pandas; docs/analytics.md "Quickstart").
 func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("export", "export --tenant T --brokers B [--from cloudevents|ocsf|events] [--out FILE]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "export", "export --tenant T --brokers B [--from cloudevents|ocsf|events] [--out FILE]", stdout, stderr,
 		"Writes every record of a tenant's bridge topic (or its events topic) that is in\n"+
 			"Kafka now, read_committed, one record value per line (JSON Lines), partitions\n"+
 			"interleaved, each in offset order; then exits. The CloudEvents and OCSF\n"+
@@ -40,24 +41,24 @@ func cmdExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	topic := fs.String("topic", "", "read this topic instead (overrides --tenant and --from)")
 	outPath := fs.String("out", "-", "the file to write (- for stdout)")
 	timeout := fs.Duration("timeout", time.Minute, "give up when the topic has not been read to its end within this time")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *brokers == "" {
-		return usageErr(fs, "want --brokers")
+		return cli.UsageErr(fs, "want --brokers")
 	}
 	name := *topic
 	if name == "" {
 		topicOf, ok := exportTopics[*from]
 		if !ok {
-			return usageErr(fs, "--from %q: want cloudevents, ocsf or events", *from)
+			return cli.UsageErr(fs, "--from %q: want cloudevents, ocsf or events", *from)
 		}
 		if *tenant == "" {
-			return usageErr(fs, "want --tenant (or --topic)")
+			return cli.UsageErr(fs, "want --tenant (or --topic)")
 		}
 		n := partitioning.Naming{Template: *template}
 		if err := n.Validate(); err != nil {
-			return usageErr(fs, "%v", err)
+			return cli.UsageErr(fs, "%v", err)
 		}
 		name = topicOf(n, *tenant)
 	}

@@ -5,36 +5,39 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/aep-gateway/aep-gateway/internal/cli"
+	"github.com/aep-gateway/aep-gateway/internal/eventgen"
 )
 
 func cmdGen(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gen", "gen [--dialect r|d] [--sessions S] [--events N] [--size BYTES] [--seed N] [--output ndjson|json]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "gen", "gen [--dialect r|d] [--sessions S] [--events N] [--size BYTES] [--seed N] [--output ndjson|json]", stdout, stderr,
 		"Prints valid synthetic events, round robin over --sessions sessions: NDJSON\n(one event a line, what publish reads) or, with --output json, one JSON array.\n")
 	dialect := fs.String("dialect", "r", "dialect of the events: r or d")
 	sessions := fs.Int("sessions", 10, "sessions the events are spread over, round robin")
 	events := fs.Int("events", 100, "number of events to print")
 	size := fs.Int("size", 0, "pad each event to about this many bytes (0: no padding)")
 	seed := fs.Uint64("seed", 0, "ULID entropy seed (0: random); the same seed within the same millisecond repeats ids")
-	out := outputFlag(fs, "ndjson", "ndjson", "json", "text")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "ndjson", "ndjson", "json", "text")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	d, ok := dialectFlag(*dialect)
+	d, ok := cli.DialectFlag(*dialect)
 	switch {
 	case !ok || *dialect == "":
-		return usageErr(fs, "--dialect %q: want r or d", *dialect)
+		return cli.UsageErr(fs, "--dialect %q: want r or d", *dialect)
 	case *sessions < 1:
-		return usageErr(fs, "--sessions must be at least 1")
+		return cli.UsageErr(fs, "--sessions must be at least 1")
 	case *events < 0:
-		return usageErr(fs, "--events must not be negative")
+		return cli.UsageErr(fs, "--events must not be negative")
 	case *size < 0 || *size > 1<<20:
-		return usageErr(fs, "--size must be within 0..1048576")
+		return cli.UsageErr(fs, "--size must be within 0..1048576")
 	case fs.NArg() > 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
-	g := NewGenerator(GenOptions{Dialect: d, Sessions: *sessions, Size: *size, Seed: *seed, Start: time.Now()})
+	g := eventgen.NewGenerator(eventgen.GenOptions{Dialect: d, Sessions: *sessions, Size: *size, Seed: *seed, Start: time.Now()})
 	if *out != "json" {
-		return WriteEvents(context.Background(), stdout, g, *events)
+		return eventgen.WriteEvents(context.Background(), stdout, g, *events)
 	}
 	// A JSON array: the same events, comma-separated.
 	bw := bufio.NewWriterSize(stdout, 64<<10)

@@ -6,11 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 const subsUsage = `Usage: aepctl subscriptions COMMAND [flags]
@@ -34,7 +35,7 @@ Every command takes --url, --token, --profile and --output text|json
 func cmdSubscriptions(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, subsUsage)
-		return errUsage
+		return cli.ErrUsage
 	}
 	switch args[0] {
 	case "create":
@@ -50,7 +51,7 @@ func cmdSubscriptions(ctx context.Context, args []string, stdout, stderr io.Writ
 		return nil
 	}
 	fmt.Fprintf(stderr, "aepctl subscriptions: unknown command %q\n\n%s", args[0], subsUsage)
-	return errUsage
+	return cli.ErrUsage
 }
 
 // dFilterFlags are the seed 000 filter members as flags.
@@ -74,7 +75,7 @@ func (f *dFilterFlags) members() map[string][]string {
 	for k, v := range map[string]*string{"types": f.types, "source": f.source, "target": f.target, "topic": f.topic,
 		"session_id": f.session, "conversation_id": f.conversation, "task_id": f.task} {
 		if *v != "" {
-			m[k] = splitList(*v)
+			m[k] = cli.SplitList(*v)
 		}
 	}
 	return m
@@ -86,18 +87,11 @@ func (f *dFilterFlags) hasAnchor() bool {
 	return *f.types != "" || *f.source != "" || *f.target != "" || *f.topic != ""
 }
 
-func splitList(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, ",")
-}
-
 func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--max-ack-pending N] [--expires-in D] [--from-cursor C]", stdout, stderr,
+	fs := cli.NewFlagSet("aepctl", "subscriptions create", "subscriptions create [--types T] [--source S] [--target T] [--topic T] [--session S] [--conversation C] [--task T] [--ack-timeout D] [--max-attempts N] [--max-ack-pending N] [--expires-in D] [--from-cursor C]", stdout, stderr,
 		"Creates a durable at_least_once subscription (POST /aep/subscriptions). The filter\nneeds one of --types, --source, --target or --topic. It starts at the current end\nof the log (or at --from-cursor) and prints the new subscription's id.\n")
-	var conn connFlags
-	conn.register(fs)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	var f dFilterFlags
 	f.register(fs)
 	ackTimeout := fs.Duration("ack-timeout", 0, "redeliver an event not acknowledged within this (100ms..1h; default: the gateway's, 30s)")
@@ -105,38 +99,38 @@ func cmdSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	maxPending := fs.Int("max-ack-pending", 0, "most events handed out and not acknowledged; the stream waits for acks past it (1..10000; default: the gateway's, 1000)")
 	expiresIn := fs.Duration("expires-in", 0, "the subscription expires after this long (default: never)")
 	cursor := fs.String("from-cursor", "", "start at this cursor instead of the end of the log")
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case *ackTimeout < 0, *maxAttempts < 0, *maxPending < 0, *expiresIn < 0:
-		return usageErr(fs, "--ack-timeout, --max-attempts, --max-ack-pending and --expires-in must not be negative")
+		return cli.UsageErr(fs, "--ack-timeout, --max-attempts, --max-ack-pending and --expires-in must not be negative")
 	case *ackTimeout > 0 && *ackTimeout < time.Millisecond:
-		return usageErr(fs, "--ack-timeout is below a millisecond")
+		return cli.UsageErr(fs, "--ack-timeout is below a millisecond")
 	case fs.NArg() > 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	if !f.hasAnchor() {
-		return usageErr(fs, "the filter needs one of --types, --source, --target or --topic")
+		return cli.UsageErr(fs, "the filter needs one of --types, --source, --target or --topic")
 	}
 	m := f.members()
-	req := SubscriptionRequest{Types: m["types"], Source: m["source"], Target: m["target"], Topic: m["topic"],
+	req := aepclient.SubscriptionRequest{Types: m["types"], Source: m["source"], Target: m["target"], Topic: m["topic"],
 		SessionID: m["session_id"], ConversationID: m["conversation_id"], TaskID: m["task_id"],
 		FromCursor: *cursor, AckTimeoutMS: ackTimeout.Milliseconds(), MaxAttempts: *maxAttempts, MaxAckPending: *maxPending}
 	if *expiresIn > 0 {
 		req.ExpiresAt = time.Now().Add(*expiresIn).UTC().Format(time.RFC3339)
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	c := &Client{BaseURL: conn.url, Token: conn.token}
+	c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
 	sub, raw, err := c.CreateSubscription(ctx, req)
 	if err != nil {
 		return err
 	}
 	if *out == "json" {
-		return writeJSONLine(stdout, raw)
+		return cli.WriteJSONLine(stdout, raw)
 	}
 	fmt.Fprintln(stdout, sub.ID)
 	return nil
@@ -148,11 +142,11 @@ func cmdSubOne(ctx context.Context, verb string, args []string, stdout, stderr i
 	if verb == "list" {
 		synopsis = "subscriptions list"
 	}
-	fs := newFlagSet("subscriptions "+verb, synopsis, stdout, stderr)
-	var conn connFlags
-	conn.register(fs)
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	fs := cli.NewFlagSet("aepctl", "subscriptions "+verb, synopsis, stdout, stderr)
+	var conn cli.ConnFlags
+	conn.Register(fs)
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	want := 1
@@ -160,19 +154,19 @@ func cmdSubOne(ctx context.Context, verb string, args []string, stdout, stderr i
 		want = 0
 	}
 	if fs.NArg() != want {
-		return usageErr(fs, "want %d argument(s), got %d", want, fs.NArg())
+		return cli.UsageErr(fs, "want %d argument(s), got %d", want, fs.NArg())
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	c := &Client{BaseURL: conn.url, Token: conn.token}
+	c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
 	switch verb {
 	case "delete":
 		if err := c.DeleteSubscription(ctx, fs.Arg(0)); err != nil {
 			return err
 		}
 		if *out == "json" {
-			return writeJSONLine(stdout, map[string]any{"subscription_id": fs.Arg(0), "deleted": true})
+			return cli.WriteJSONLine(stdout, map[string]any{"subscription_id": fs.Arg(0), "deleted": true})
 		}
 		fmt.Fprintf(stdout, "deleted %s\n", fs.Arg(0))
 		return nil
@@ -182,7 +176,7 @@ func cmdSubOne(ctx context.Context, verb string, args []string, stdout, stderr i
 			return err
 		}
 		if *out == "json" {
-			return writeJSONLine(stdout, raw)
+			return cli.WriteJSONLine(stdout, raw)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tCREATED\tEXPIRES\tACK TIMEOUT\tMAX ATTEMPTS\tFILTER")
@@ -197,7 +191,7 @@ func cmdSubOne(ctx context.Context, verb string, args []string, stdout, stderr i
 		return err
 	}
 	if *out == "json" {
-		return writeJSONLine(stdout, raw)
+		return cli.WriteJSONLine(stdout, raw)
 	}
 	printSubscription(stdout, sub)
 	return nil
@@ -210,7 +204,7 @@ func expiresText(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func printSubscription(w io.Writer, s Subscription) {
+func printSubscription(w io.Writer, s aepclient.Subscription) {
 	lag := "?"
 	if s.Lag != nil {
 		lag = fmt.Sprint(*s.Lag)
@@ -234,32 +228,15 @@ func printSubscription(w io.Writer, s Subscription) {
 	}
 }
 
-// writeJSONLine writes v (raw JSON stays as it is) and a newline.
-func writeJSONLine(w io.Writer, v any) error {
-	var b []byte
-	if raw, ok := v.(json.RawMessage); ok {
-		b = raw
-	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return err
-		}
-	}
-	_, err := w.Write(append(trimJSON(b), '\n'))
-	return err
-}
-
-func trimJSON(b []byte) []byte { return []byte(strings.TrimSpace(string(b))) }
-
 func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
 	reject := verb == "reject"
 	help := "Acknowledges events of a durable subscription (event.acknowledged envelopes to\nPOST /aep/subscriptions/ID/acks), on any gateway node: they are in Kafka when\nanswered; \"recorded\" means the stream's holder (on another node, or the next\nstream) applies them.\n"
 	if reject {
 		help = "Rejects events of a durable subscription (event.rejected envelopes): a rejected\nevent is dead-lettered at once with --code and --message; with --retryable it is\nredelivered after the subscription's backoff instead, and dead-lettered with that\nerror once its attempts run out. Any gateway node takes them\n(docs/durable-cluster.md).\n"
 	}
-	fs := newFlagSet(verb, verb+" --subscription ID [--code C --message M --retryable] EVENT_ID...", stdout, stderr, help)
-	var conn connFlags
-	conn.register(fs)
+	fs := cli.NewFlagSet("aepctl", verb, verb+" --subscription ID [--code C --message M --retryable] EVENT_ID...", stdout, stderr, help)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	id := fs.String("subscription", "", "subscription id (required)")
 	var code, msg *string
 	var retryable *bool
@@ -268,35 +245,35 @@ func cmdAck(ctx context.Context, verb string, args []string, stdout, stderr io.W
 		msg = fs.String("message", "rejected by aepctl", "error message of the rejection")
 		retryable = fs.Bool("retryable", false, "mark the rejection retryable: redeliver the event (it counts an attempt) instead of dead-lettering it")
 	}
-	out := outputFlag(fs, "text", "text", "json")
-	if err := parseFlags(fs, args); err != nil {
+	out := cli.OutputFlag(fs, "text", "text", "json")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case *id == "":
-		return usageErr(fs, "--subscription is required")
+		return cli.UsageErr(fs, "--subscription is required")
 	case fs.NArg() == 0:
-		return usageErr(fs, "name at least one EVENT_ID")
+		return cli.UsageErr(fs, "name at least one EVENT_ID")
 	}
-	acks := make([]Ack, fs.NArg())
+	acks := make([]aepclient.Ack, fs.NArg())
 	for i, e := range fs.Args() {
-		acks[i] = Ack{EventID: e}
+		acks[i] = aepclient.Ack{EventID: e}
 		if reject {
-			acks[i] = Ack{EventID: e, Reject: true, Code: *code, Message: *msg, Retryable: *retryable}
+			acks[i] = aepclient.Ack{EventID: e, Reject: true, Code: *code, Message: *msg, Retryable: *retryable}
 		}
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	c := &Client{BaseURL: conn.url, Token: conn.token}
+	c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
 	rs, err := c.SendAcks(ctx, *id, acks)
 	if err != nil {
 		return err
 	}
-	counts := ackCounts{}
-	counts.add(rs)
+	counts := aepclient.AckCounts{}
+	counts.Add(rs)
 	if *out == "json" {
-		if err := writeJSONLine(stdout, map[string]any{"results": rs}); err != nil {
+		if err := cli.WriteJSONLine(stdout, map[string]any{"results": rs}); err != nil {
 			return err
 		}
 	} else {
@@ -329,48 +306,48 @@ stream is the one that takes its acks.
 `
 
 func cmdConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("consume", consumeSynopsis, stdout, stderr, consumeHelp)
-	var conn connFlags
-	conn.register(fs)
+	fs := cli.NewFlagSet("aepctl", "consume", consumeSynopsis, stdout, stderr, consumeHelp)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	id := fs.String("subscription", "", "subscription id (required)")
 	ack := fs.Bool("ack", false, "acknowledge each event after printing it")
 	rejectTypes := fs.String("reject-types", "", "with --ack: reject events of these type patterns instead (comma-separated, e.g. task.failed,debug.*)")
 	rejectCode := fs.String("reject-code", "task_error", "error code of --reject-types rejections")
 	batch := fs.Int("ack-batch", 100, "most acks per request (1..10000)")
 	interval := fs.Duration("ack-interval", time.Second, "send pending acks at least this often")
-	out := outputFlag(fs, "pretty", "pretty", "ndjson", "json")
+	out := cli.OutputFlag(fs, "pretty", "pretty", "ndjson", "json")
 	count := fs.Int("count", 0, "stop after N events (0: no limit)")
 	timeout := fs.Duration("timeout", 0, "stop after this long (0: no limit)")
 	width := fs.Int("width", 100, "most payload characters on a pretty line (0: all)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case *id == "":
-		return usageErr(fs, "--subscription is required")
-	case *batch < 1 || *batch > maxAcksPerRequest:
-		return usageErr(fs, "--ack-batch must be within 1..%d", maxAcksPerRequest)
+		return cli.UsageErr(fs, "--subscription is required")
+	case *batch < 1 || *batch > aepclient.MaxAcksPerRequest:
+		return cli.UsageErr(fs, "--ack-batch must be within 1..%d", aepclient.MaxAcksPerRequest)
 	case *interval <= 0, *count < 0, *timeout < 0, *width < 0:
-		return usageErr(fs, "--ack-interval must be positive; --count, --timeout and --width not negative")
+		return cli.UsageErr(fs, "--ack-interval must be positive; --count, --timeout and --width not negative")
 	case *rejectTypes != "" && !*ack:
-		return usageErr(fs, "--reject-types needs --ack")
+		return cli.UsageErr(fs, "--reject-types needs --ack")
 	case fs.NArg() > 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	opt := ConsumeOptions{TailOptions: TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width},
 		Ack: *ack, RejectCode: *rejectCode, AckBatch: *batch, AckInterval: *interval}
 	if *rejectTypes != "" {
-		b, _ := json.Marshal(map[string][]string{"types": splitList(*rejectTypes)})
+		b, _ := json.Marshal(map[string][]string{"types": cli.SplitList(*rejectTypes)})
 		f, err := filtering.ParseD(b)
 		if err != nil {
-			return usageErr(fs, "--reject-types: %v", err)
+			return cli.UsageErr(fs, "--reject-types: %v", err)
 		}
 		opt.RejectTypes = f
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	c := &Client{BaseURL: conn.url, Token: conn.token}
+	c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
 	_, err := Consume(ctx, c, *id, opt, stdout, stderr)
 	return err
 }

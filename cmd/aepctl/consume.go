@@ -11,6 +11,7 @@ import (
 
 	"github.com/aep-gateway/aep-gateway/aep"
 	"github.com/aep-gateway/aep-gateway/filtering"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 )
 
 // ConsumeOptions configure Consume.
@@ -28,7 +29,7 @@ type ConsumeSummary struct {
 	Events      int // events printed (redelivered ones included)
 	Redelivered int // event.redelivered notices
 	DeadLetters int // event.dead_lettered notices
-	Acks        ackCounts
+	Acks        aepclient.AckCounts
 }
 
 // settleWait bounds how long consume keeps the stream open after its last
@@ -44,7 +45,7 @@ const settleWait = 5 * time.Second
 // for the stream's pending events to reach zero: the gateway may have
 // handed more events after the last acks (up to the stream's
 // max_ack_pending), which come again, marked, on the next stream.
-func settle(c *Client, id string, rejected int, errw io.Writer) {
+func settle(c *aepclient.Client, id string, rejected int, errw io.Writer) {
 	if rejected == 0 {
 		return
 	}
@@ -55,7 +56,7 @@ func settle(c *Client, id string, rejected int, errw io.Writer) {
 		if err != nil || !s.Streaming || int(s.DeadLettered) >= rejected {
 			return
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !aepclient.SleepCtx(ctx, 50*time.Millisecond) {
 			fmt.Fprintf(errw, "consume: %d of %d rejected events dead-lettered on the gateway after %v\n", s.DeadLettered, rejected, settleWait)
 			return
 		}
@@ -66,7 +67,7 @@ func settle(c *Client, id string, rejected int, errw io.Writer) {
 // stream's max_ack_pending is lowered to it (at most maxAckPending), so
 // the gateway hands out no more than the consumer reads before it leaves.
 func streamPath(id string, count int) string {
-	p := subPath(id, "/stream")
+	p := aepclient.SubPath(id, "/stream")
 	if count > 0 {
 		p += "?max_ack_pending=" + strconv.Itoa(min(count, maxAckPending))
 	}
@@ -84,14 +85,14 @@ const consumeQueue = 64
 // after printing it, in batches of opt.AckBatch or every opt.AckInterval,
 // and sends what is pending before it returns, also after Ctrl-C: the acks
 // go to the same node as the stream, which must still be open for them.
-func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out, errw io.Writer) (ConsumeSummary, error) {
+func Consume(ctx context.Context, c *aepclient.Client, id string, opt ConsumeOptions, out, errw io.Writer) (ConsumeSummary, error) {
 	if opt.AckBatch <= 0 {
 		opt.AckBatch = 100
 	}
 	if opt.AckInterval <= 0 {
 		opt.AckInterval = time.Second
 	}
-	sum := ConsumeSummary{Acks: ackCounts{}}
+	sum := ConsumeSummary{Acks: aepclient.AckCounts{}}
 	parent := ctx
 	if opt.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -102,7 +103,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 	// for the last acks.
 	streamCtx, stopStream := context.WithCancel(context.Background())
 	defer stopStream()
-	src, err := openSSESource(streamCtx, c, streamPath(id, opt.Count))
+	src, err := aepclient.OpenSSESource(streamCtx, c, streamPath(id, opt.Count))
 	if err != nil {
 		return sum, fmt.Errorf("consume: %w", err)
 	}
@@ -110,7 +111,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 	fmt.Fprintf(errw, "consume: stream of subscription %s open on %s\n", id, c.BaseURL)
 
 	type next struct {
-		it  item
+		it  aepclient.Item
 		err error
 	}
 	items := make(chan next, consumeQueue)
@@ -132,7 +133,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 	defer func() { stopStream(); <-readerDone }()
 
 	p := &printer{w: out, format: opt.Output, width: opt.Width}
-	var pending []Ack
+	var pending []aepclient.Ack
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
@@ -140,7 +141,7 @@ func Consume(ctx context.Context, c *Client, id string, opt ConsumeOptions, out,
 		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		rs, err := c.SendAcks(actx, id, pending)
-		sum.Acks.add(rs)
+		sum.Acks.Add(rs)
 		for _, r := range rs {
 			if r.Result != "applied" && r.Result != "recorded" {
 				fmt.Fprintf(errw, "consume: ack of %s: %s %s\n", r.EventID, r.Result, r.Error)
@@ -189,9 +190,9 @@ loop:
 			if !opt.Ack || v.ID == "" {
 				continue
 			}
-			a := Ack{EventID: v.ID}
+			a := aepclient.Ack{EventID: v.ID}
 			if opt.RejectTypes != nil && opt.RejectTypes.Match(&aep.Attrs{Dialect: aep.DialectD, Type: v.Type, Source: v.Source, Session: v.SessionID}) {
-				a = Ack{EventID: v.ID, Reject: true, Code: opt.RejectCode, Message: "rejected by aepctl consume --reject-types"}
+				a = aepclient.Ack{EventID: v.ID, Reject: true, Code: opt.RejectCode, Message: "rejected by aepctl consume --reject-types"}
 			}
 			pending = append(pending, a)
 			if len(pending) >= opt.AckBatch {

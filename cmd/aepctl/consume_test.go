@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 )
 
 // subState is "aepctl subscriptions get -o json".
-func subState(t *testing.T, id string) Subscription {
+func subState(t *testing.T, id string) aepclient.Subscription {
 	t.Helper()
-	var s Subscription
+	var s aepclient.Subscription
 	if err := json.Unmarshal([]byte(runOK(t, "", "subscriptions", "get", id, "-o", "json")), &s); err != nil {
 		t.Fatal(err)
 	}
@@ -22,9 +23,9 @@ func subState(t *testing.T, id string) Subscription {
 
 // waitLag polls "subscriptions get" until the lag is want (the gateway
 // commits acknowledged offsets every second and when the stream ends).
-func waitLag(t *testing.T, id string, want int64) Subscription {
+func waitLag(t *testing.T, id string, want int64) aepclient.Subscription {
 	t.Helper()
-	var s Subscription
+	var s aepclient.Subscription
 	if !gatewaytest.Eventually(20*time.Second, 100*time.Millisecond, func() bool {
 		s = subState(t, id)
 		return s.Lag != nil && *s.Lag == want
@@ -154,7 +155,7 @@ func TestAckAndRejectCommands(t *testing.T) {
 	}
 	// The rejection is settled once its dead letter is written; the open
 	// stream shows it.
-	var s Subscription
+	var s aepclient.Subscription
 	if !gatewaytest.Eventually(20*time.Second, 50*time.Millisecond, func() bool {
 		s = subState(t, id)
 		return s.Streaming && s.PendingAcks == 0 && s.DeadLettered == 1 && s.Acked == 3

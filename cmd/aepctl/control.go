@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 	"github.com/coder/websocket"
 	"github.com/oklog/ulid/v2"
 )
@@ -73,23 +74,23 @@ const refusedUnavailable = "unavailable"
 // relay's refusal on the target's behalf, or silence past the window of
 // every attempt. A retry resends the same bytes (same id, same source),
 // so the target dedupes it and re-emits its recorded ack (§2.3, §3).
-func SendControl(ctx context.Context, c *Client, opt ControlOptions) (ControlResult, error) {
+func SendControl(ctx context.Context, c *aepclient.Client, opt ControlOptions) (ControlResult, error) {
 	opt = opt.withDefaults()
 	cmd, err := commandEvent(opt)
 	if err != nil {
 		return ControlResult{}, err
 	}
 	res := ControlResult{Command: opt.ID, Type: opt.Type, Session: opt.Session}
-	conn, err := dialWS(ctx, c, "/socket", nil)
+	conn, err := aepclient.DialWS(ctx, c, "/socket", nil)
 	if err != nil {
 		return res, err
 	}
 	defer conn.CloseNow()
-	sctx, cancel := context.WithTimeout(ctx, wsSetupTimeout)
-	err = sayHelloR(sctx, conn, rHello("both", opt.Agent))
+	sctx, cancel := context.WithTimeout(ctx, aepclient.WSSetupTimeout)
+	err = aepclient.SayHelloR(sctx, conn, aepclient.RHello("both", opt.Agent))
 	if err == nil {
 		filter, _ := json.Marshal(map[string]string{"session": opt.Session})
-		err = subscribeR(sctx, conn, controlSubID, streamSpec{RFilter: filter})
+		err = aepclient.SubscribeR(sctx, conn, controlSubID, aepclient.StreamSpec{RFilter: filter})
 	}
 	cancel()
 	if err != nil {
@@ -117,7 +118,7 @@ func SendControl(ctx context.Context, c *Client, opt ControlOptions) (ControlRes
 			return res, nil
 		case err == nil && res.Result == resultRefused && res.Reason == refusedUnavailable && res.Attempts < opt.Attempts:
 			// Kafka failed on the gateway: send again with the same id.
-			if !sleepCtx(ctx, min(opt.Window, time.Second)) {
+			if !aepclient.SleepCtx(ctx, min(opt.Window, time.Second)) {
 				return res, ctx.Err()
 			}
 		case err == nil:
@@ -135,7 +136,7 @@ func SendControl(ctx context.Context, c *Client, opt ControlOptions) (ControlRes
 
 // readFrame's results, in order.
 type readResult struct {
-	f   frame
+	f   aepclient.Frame
 	b   []byte
 	err error
 }
@@ -158,7 +159,7 @@ func readFrames(ctx context.Context, conn *websocket.Conn) *frameReader {
 		defer close(r.done)
 		defer close(c)
 		for {
-			f, b, err := readFrame(ctx, conn)
+			f, b, err := aepclient.ReadFrame(ctx, conn)
 			select {
 			case c <- readResult{f, b, err}:
 			case <-ctx.Done():
@@ -189,20 +190,20 @@ func (r *frameReader) stop() {
 }
 
 // next is the next frame, answering pings on the way.
-func next(ctx context.Context, conn *websocket.Conn, frames <-chan readResult) (frame, []byte, error) {
+func next(ctx context.Context, conn *websocket.Conn, frames <-chan readResult) (aepclient.Frame, []byte, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return frame{}, nil, ctx.Err()
+			return aepclient.Frame{}, nil, ctx.Err()
 		case r, ok := <-frames:
 			switch {
 			case !ok:
-				return frame{}, nil, errors.New("the connection ended")
+				return aepclient.Frame{}, nil, errors.New("the connection ended")
 			case r.err != nil:
-				return frame{}, nil, wsEnd(ctx, r.err)
+				return aepclient.Frame{}, nil, aepclient.WSEnd(ctx, r.err)
 			case r.f.Type == "ping":
-				if err := pongR(ctx, conn, r.f); err != nil {
-					return frame{}, nil, err
+				if err := aepclient.PongR(ctx, conn, r.f); err != nil {
+					return aepclient.Frame{}, nil, err
 				}
 			default:
 				return r.f, r.b, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 	"github.com/coder/websocket"
 )
 
@@ -17,19 +18,19 @@ import (
 func BenchmarkControl(b *testing.B) {
 	g := newRelayGateway(b)
 	serveTarget(b, g, "s-bench", "control.pause")
-	c := &Client{BaseURL: g.url}
+	c := &aepclient.Client{BaseURL: g.URL}
 	filter, _ := json.Marshal(map[string]string{"session": "s-bench"})
 	b.Run("setup", func(b *testing.B) {
 		ctx := context.Background()
 		for b.Loop() {
-			conn, err := dialWS(ctx, c, "/socket", nil)
+			conn, err := aepclient.DialWS(ctx, c, "/socket", nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := sayHelloR(ctx, conn, rHello("both", "bench")); err != nil {
+			if err := aepclient.SayHelloR(ctx, conn, aepclient.RHello("both", "bench")); err != nil {
 				b.Fatal(err)
 			}
-			if err := subscribeR(ctx, conn, controlSubID, streamSpec{RFilter: filter}); err != nil {
+			if err := aepclient.SubscribeR(ctx, conn, controlSubID, aepclient.StreamSpec{RFilter: filter}); err != nil {
 				b.Fatal(err)
 			}
 			_ = conn.Close(websocket.StatusNormalClosure, "")

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/clitest"
 	"github.com/coder/websocket"
 )
 
@@ -22,11 +24,11 @@ func waitClaim(t testing.TB, ctx context.Context, url, session string) {
 		t.Fatal(err)
 	}
 	defer c.CloseNow()
-	if err := sayHelloR(ctx, c, rHello("consumer", "test")); err != nil {
+	if err := aepclient.SayHelloR(ctx, c, aepclient.RHello("consumer", "test")); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
-		if err := writeJSONFrame(ctx, c, map[string]string{"type": "roster", "id": fmt.Sprint("r", i)}); err != nil {
+		if err := aepclient.WriteJSONFrame(ctx, c, map[string]string{"type": "roster", "id": fmt.Sprint("r", i)}); err != nil {
 			t.Fatal(err)
 		}
 		_, b, err := c.Read(ctx)
@@ -41,10 +43,10 @@ func waitClaim(t testing.TB, ctx context.Context, url, session string) {
 }
 
 // serveTarget runs an aepctl target of session until the test ends.
-func serveTarget(t testing.TB, g *testGateway, session string, accepts ...string) {
+func serveTarget(t testing.TB, g *clitest.Gateway, session string, accepts ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: session, Run: "r-1", Agent: "tgt", Instance: "i",
+	tg, err := DialTarget(ctx, TargetOptions{URL: g.URL, Session: session, Run: "r-1", Agent: "tgt", Instance: "i",
 		Accepts: accepts, AckWindow: 10 * time.Second}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -57,15 +59,15 @@ func serveTarget(t testing.TB, g *testGateway, session string, accepts ...string
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	waitClaim(t, ctx, g.url, session)
+	waitClaim(t, ctx, g.URL, session)
 }
 
 // control runs "aepctl control ARGS -o json" and returns the exit code and
 // the result it printed.
-func control(t *testing.T, g *testGateway, args ...string) (int, ControlResult) {
+func control(t *testing.T, g *clitest.Gateway, args ...string) (int, ControlResult) {
 	t.Helper()
 	var out, errw bytes.Buffer
-	code := run(context.Background(), append([]string{"control", "--url", g.url, "-o", "json"}, args...), nil, &out, &errw)
+	code := run(context.Background(), append([]string{"control", "--url", g.URL, "-o", "json"}, args...), nil, &out, &errw)
 	var res ControlResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("control %v: exit %d, output %q, stderr %q", args, code, out.String(), errw.String())
@@ -115,20 +117,20 @@ func TestControlTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// Claimed, never served: commands reach it and stay unanswered.
-	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: "s-mute", Run: "r", Agent: "mute", Instance: "i",
+	tg, err := DialTarget(ctx, TargetOptions{URL: g.URL, Session: "s-mute", Run: "r", Agent: "mute", Instance: "i",
 		Accepts: []string{"control.pause"}, AckWindow: time.Second}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tg.ws.CloseNow()
-	waitClaim(t, ctx, g.url, "s-mute")
+	waitClaim(t, ctx, g.URL, "s-mute")
 
 	code, res := control(t, g, "pause", "--session", "s-mute", "--timeout", "300ms", "--attempts", "2")
 	if code != exitTimeout || res.Result != resultTimeout || res.Attempts != 2 || res.ElapsedMS < 600 {
 		t.Fatalf("exit %d, %+v", code, res)
 	}
 	var text bytes.Buffer
-	if code := run(context.Background(), []string{"control", "pause", "--url", g.url, "--session", "s-mute", "--timeout", "200ms"}, nil, &text, io.Discard); code != exitTimeout ||
+	if code := run(context.Background(), []string{"control", "pause", "--url", g.URL, "--session", "s-mute", "--timeout", "200ms"}, nil, &text, io.Discard); code != exitTimeout ||
 		!strings.Contains(text.String(), "timeout") {
 		t.Fatalf("text output: exit %d, %q", code, text.String())
 	}
@@ -157,7 +159,7 @@ func TestTargetJSONLog(t *testing.T) {
 	g := newRelayGateway(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var log syncBuffer
-	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: "s-j", Run: "r-1", Agent: "tgt", Instance: "i",
+	tg, err := DialTarget(ctx, TargetOptions{URL: g.URL, Session: "s-j", Run: "r-1", Agent: "tgt", Instance: "i",
 		Accepts: []string{"control.cancel"}, AckWindow: time.Second, JSON: true}, &log)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +170,7 @@ func TestTargetJSONLog(t *testing.T) {
 		cancel()
 		<-served //nolint:errcheck // the target's end after cancel; its errors are not what this test checks
 	}()
-	waitClaim(t, ctx, g.url, "s-j")
+	waitClaim(t, ctx, g.URL, "s-j")
 	if code, res := control(t, g, "cancel", "--session", "s-j", "--run", "r-1", "--id", "c-j"); code != exitOK {
 		t.Fatalf("cancel: exit %d, %+v", code, res)
 	}

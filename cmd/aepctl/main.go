@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
+
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // Exit codes.
@@ -23,15 +21,7 @@ const (
 	// the log, its checkpoints or the proof altered.
 )
 
-// errUsage marks a usage error (exit 2); the message was already printed.
-var errUsage = errors.New("usage error")
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(run) }
 
 const topUsage = `aepctl: the command-line client of aep-gateway
 
@@ -49,8 +39,6 @@ Usage:
                                             the log against its signed checkpoints (docs/audit.md)
   aepctl export --tenant T --brokers B      a tenant's CloudEvents, OCSF or events topic as JSON Lines
   aepctl gen [flags]                        print synthetic valid events as NDJSON
-  aepctl bench ingest [flags]               bounded ingest load test (loopback only by default)
-  aepctl bench fanout|latency|idle [flags]  streaming benchmarks beside Centrifugo or direct Kafka
   aepctl version                            print the version (also --version)
   aepctl help config                        the config file and its profiles
   aepctl target --session S [flags]         a control-capable target on /socket (AEP-0004)
@@ -62,6 +50,13 @@ Gateway and key: --url/--token, else $AEPCTL_URL/$AEPCTL_TOKEN, else the profile
 Every command takes --output (-o): text|json, tail and consume pretty|ndjson|json.
 Exit codes: 0 ok, 1 request failed or event rejected, 2 usage;
 control: 3 rejected or refused, 4 no ack within the window.
+`
+
+// benchMoved answers "aepctl bench": the benchmark harness is its own
+// command, so the client users install carries no load generator.
+const benchMoved = `aepctl: the benchmarks moved to their own command, aepbench:
+  aepbench ingest|fanout|latency|idle|cleanup [flags]
+(go build ./cmd/aepbench, or make bench-report; docs/benchmarks.md)
 `
 
 // run is the whole CLI; it returns the exit code.
@@ -95,7 +90,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "gen":
 		err = cmdGen(args[1:], stdout, stderr)
 	case "bench":
-		err = cmdBench(ctx, args[1:], stdout, stderr)
+		fmt.Fprint(stderr, benchMoved)
+		return exitUsage
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -105,7 +101,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = cmdControl(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 && args[1] == "config" {
-			fmt.Fprint(stdout, configHelp)
+			fmt.Fprint(stdout, cli.ConfigHelp)
 			return exitOK
 		}
 		if len(args) > 1 {
@@ -117,29 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "aepctl: unknown command %q\n\n%s", args[0], topUsage)
 		return exitUsage
 	}
-	return exitCode(err, stderr, jsonOutput(args[1:]))
-}
-
-// jsonOutput reports whether args ask for --output json (-o json,
-// --output=json, ...): errors are then written as JSON too, so a script
-// that reads JSON never has to parse text.
-func jsonOutput(args []string) bool {
-	for i, a := range args {
-		if a == "--" {
-			return false
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "o" && name != "output") {
-			continue
-		}
-		if !hasVal && i+1 < len(args) {
-			val = args[i+1]
-		}
-		if val == "json" {
-			return true
-		}
-	}
-	return false
+	return exitCode(err, stderr, cli.JSONOutput(args[1:]))
 }
 
 // exitCode maps err to the exit code and writes the errors no other output
@@ -150,7 +124,7 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
-	case errors.Is(err, errUsage):
+	case errors.Is(err, cli.ErrUsage):
 		return exitUsage
 	case errors.Is(err, errAudit):
 		return exitAudit
@@ -161,18 +135,6 @@ func exitCode(err error, stderr io.Writer, jsonOut bool) int {
 	case errors.Is(err, errTimedOut):
 		return exitTimeout
 	}
-	if !jsonOut {
-		fmt.Fprintf(stderr, "aepctl: %v\n", err)
-		return exitFailed
-	}
-	e := map[string]any{"message": err.Error()}
-	var apiErr *APIError
-	if errors.As(err, &apiErr) {
-		e["status"] = apiErr.Status
-		if apiErr.Code != "" {
-			e["code"] = apiErr.Code
-		}
-	}
-	_ = writeJSONLine(stderr, map[string]any{"error": e})
+	cli.WriteError(stderr, "aepctl", err, jsonOut)
 	return exitFailed
 }

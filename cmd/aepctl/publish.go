@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 )
 
 // errRejected is returned when some events were not accepted (exit code 1);
@@ -73,7 +74,7 @@ type PublishSummary struct {
 // to errw. Blank lines are skipped. 5xx answers and connection errors are
 // retried with the same bytes (c.Retry); so are D events the gateway listed
 // as retryable. The error wraps errRejected when any event was not taken.
-func Publish(ctx context.Context, c *Client, in io.Reader, opt PublishOptions, out, errw io.Writer) (PublishSummary, error) {
+func Publish(ctx context.Context, c *aepclient.Client, in io.Reader, opt PublishOptions, out, errw io.Writer) (PublishSummary, error) {
 	p := &publisher{c: c, opt: opt.withDefaults(), out: out, errw: errw, start: time.Now()}
 	p.lastAt = p.start
 	r := bufio.NewReaderSize(in, 64<<10)
@@ -133,7 +134,7 @@ func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 }
 
 type publisher struct {
-	c    *Client
+	c    *aepclient.Client
 	opt  PublishOptions
 	out  io.Writer
 	errw io.Writer
@@ -205,8 +206,8 @@ func (p *publisher) flush(ctx context.Context) {
 	p.sum.Batches++
 	lines, nos := p.lines, p.nos
 	p.lines, p.nos, p.size = nil, nil, 0
-	pol := p.c.Retry.withDefaults()
-	waits := pol.waits()
+	pol := p.c.Retry.WithDefaults()
+	waits := pol.Waits()
 	for round := 1; ; round++ {
 		retry := p.send(ctx, lines, nos)
 		if p.refused != nil {
@@ -216,9 +217,9 @@ func (p *publisher) flush(ctx context.Context) {
 			p.sum.Failed += len(retry)
 			return
 		}
-		wait := waits.next(0)
+		wait := waits.Next(0)
 		fmt.Fprintf(p.errw, "retrying %d retryable events in %v\n", len(retry), wait.Round(time.Millisecond))
-		if !sleepCtx(ctx, wait) {
+		if !aepclient.SleepCtx(ctx, wait) {
 			p.sum.Failed += len(retry)
 			return
 		}
@@ -239,7 +240,7 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 	body := bytes.Join(lines, []byte("\n"))
 	body = append(body, '\n')
 	span := fmt.Sprintf("batch %d: lines %d-%d (%s, %d events)", p.sum.Batches, nos[0], nos[len(nos)-1], d, len(lines))
-	res, err := p.c.SendRetry(ctx, d, body, len(lines), func(attempt int, res Result, err error, wait time.Duration) {
+	res, err := p.c.SendRetry(ctx, d, body, len(lines), func(attempt int, res aepclient.Result, err error, wait time.Duration) {
 		p.sum.Requests++
 		fmt.Fprintf(p.errw, "%s: attempt %d: %s; retrying in %v\n", span, attempt, failureText(res, err), wait.Round(time.Millisecond))
 	})
@@ -247,7 +248,7 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 	if err == nil && (res.Status == http.StatusUnauthorized || res.Status == http.StatusForbidden) {
 		// The request was refused, not its events: they are neither
 		// accepted nor rejected, and publishing stops.
-		p.refused = &APIError{Status: res.Status, Code: res.Code, Message: res.Detail}
+		p.refused = &aepclient.APIError{Status: res.Status, Code: res.Code, Message: res.Detail}
 		fmt.Fprintf(p.out, "%s: %s; stopped: the gateway refused the credential\n", span, failureText(res, nil))
 		return nil
 	}
@@ -289,7 +290,7 @@ func (p *publisher) send(ctx context.Context, lines [][]byte, nos []int) (retry 
 }
 
 // printErrors writes one line per refused event, by its line in the input.
-func (p *publisher) printErrors(res Result, nos []int) {
+func (p *publisher) printErrors(res aepclient.Result, nos []int) {
 	if len(res.Errors) == 0 && res.Code != "" && res.Status != http.StatusAccepted {
 		fmt.Fprintf(p.errw, "lines %d-%d: %s: %s\n", nos[0], nos[len(nos)-1], res.Code, res.Detail)
 		return
@@ -316,7 +317,7 @@ var linePrefix = regexp.MustCompile(`^line \d+: `)
 // body, not of the input file).
 func stripLinePrefix(s string) string { return linePrefix.ReplaceAllString(s, "") }
 
-func failureText(res Result, err error) string {
+func failureText(res aepclient.Result, err error) string {
 	if err != nil {
 		return err.Error()
 	}
@@ -328,16 +329,4 @@ func failureText(res Result, err error) string {
 		s += ": " + res.Detail
 	}
 	return s
-}
-
-// sleepCtx waits d or until ctx is done; it reports whether d elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
 )
 
 // eventView is what the pretty printer and the resume tracker read of an
@@ -40,7 +41,7 @@ type printer struct {
 }
 
 // print writes one event.
-func (p *printer) print(it item, v *eventView) {
+func (p *printer) print(it aepclient.Item, v *eventView) {
 	switch p.format {
 	case "ndjson":
 		_, _ = p.w.Write(append(bytes.TrimSpace(it.Data), '\n')) // stdout: a failed write shows as the reader's error
@@ -58,7 +59,7 @@ func (p *printer) print(it item, v *eventView) {
 
 // prettyLine is "time  type  source  session  payload", the payload cut to
 // width runes.
-func prettyLine(it item, v *eventView, width int) string {
+func prettyLine(it aepclient.Item, v *eventView, width int) string {
 	ts := v.Time
 	if ts == "" {
 		ts = v.CreatedAt
@@ -140,7 +141,7 @@ func newResumeTracker(d aep.Dialect) *resumeTracker {
 }
 
 // observe records an event (or a D stream message carrying a cursor).
-func (r *resumeTracker) observe(it item, v *eventView) {
+func (r *resumeTracker) observe(it aepclient.Item, v *eventView) {
 	if r.dialect == aep.DialectD {
 		switch {
 		case v.Delivery.Cursor != "":
@@ -202,7 +203,7 @@ func (r *resumeTracker) flag() (name, value string) {
 // resumeSpec is spec continued after what was observed: D from the last
 // cursor (replayable: best_effort has no replay), R from the last positions.
 // Before any event it is spec itself.
-func (r *resumeTracker) resumeSpec(spec streamSpec) streamSpec {
+func (r *resumeTracker) resumeSpec(spec aepclient.StreamSpec) aepclient.StreamSpec {
 	name, value := r.flag()
 	switch name {
 	case "--from-cursor":

@@ -12,6 +12,7 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest/streamtest"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // newStreamGateway is a real gateway on kfake with the streaming bindings
@@ -21,10 +22,10 @@ import (
 func newStreamGateway(t *testing.T) string {
 	t.Helper()
 	st := streamtest.New(t, gatewaytest.Options{Partitions: 3, Config: func(c *gateway.Config) { c.WriteTimeout = 10 * time.Second }}, nil)
-	t.Setenv(envURL, st.URL)
-	t.Setenv(envToken, "")
-	t.Setenv(envProfile, "")
-	t.Setenv(envConfig, filepath.Join(t.TempDir(), "no-config"))
+	t.Setenv(cli.EnvURL, st.URL)
+	t.Setenv(cli.EnvToken, "")
+	t.Setenv(cli.EnvProfile, "")
+	t.Setenv(cli.EnvConfig, filepath.Join(t.TempDir(), "no-config"))
 	return st.URL
 }
 

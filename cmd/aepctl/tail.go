@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // TailOptions bound a tail and say how it prints.
@@ -65,7 +67,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // default), printing their events as they come, one line each, until
 // --count events over all of them, --timeout or the end of ctx. Each
 // stream prints its own resume point at the end.
-func TailAll(ctx context.Context, c *Client, specs []streamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
+func TailAll(ctx context.Context, c *aepclient.Client, specs []aepclient.StreamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
 	if len(specs) == 1 {
 		return Tail(ctx, c, specs[0], opt, out, errw)
 	}
@@ -117,7 +119,7 @@ var controlTypes = map[string]bool{"event.replayed": true, "event.redelivered": 
 // of ctx (a clean stop) or the end of the stream (an error; with
 // opt.Reconnect, a reopen from the last event seen). Remarks and the resume
 // point go to errw. It returns the number of events printed.
-func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
+func Tail(ctx context.Context, c *aepclient.Client, spec aepclient.StreamSpec, opt TailOptions, out, errw io.Writer) (int, error) {
 	parent := ctx
 	if opt.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -129,7 +131,7 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 	n := 0
 	wait := reconnectMin
 	for opened := false; ; {
-		src, err := openStream(ctx, c, tr.resumeSpec(spec))
+		src, err := aepclient.OpenStream(ctx, c, tr.resumeSpec(spec))
 		if err != nil {
 			switch {
 			case parent.Err() != nil:
@@ -141,7 +143,7 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 				return n, fmt.Errorf("tail: %w", err)
 			}
 			fmt.Fprintf(errw, "tail: %v; retrying in %v\n", err, wait)
-			if !sleepCtx(ctx, wait) {
+			if !aepclient.SleepCtx(ctx, wait) {
 				printResume(errw, tr)
 				return n, tailEnd(parent, ctx, ctx.Err(), opt, n)
 			}
@@ -150,8 +152,8 @@ func Tail(ctx context.Context, c *Client, spec streamSpec, opt TailOptions, out,
 		}
 		opened, wait = true, reconnectMin
 		fmt.Fprintf(errw, "tail: %s stream of dialect %s open on %s\n", spec.Transport, spec.Dialect, c.BaseURL)
-		if ws, ok := src.(*wsDSource); ok && tr.cursor == "" {
-			tr.cursor = ws.cursor
+		if ws, ok := src.(*aepclient.WSDSource); ok && tr.cursor == "" {
+			tr.cursor = ws.Cursor()
 		}
 		err = tailStream(ctx, src, p, tr, spec.Dialect, opt.Count, &n, opt.shared, errw)
 		src.Close()
@@ -175,7 +177,7 @@ const (
 
 // tailStream prints src's events until count is reached (nil) or the
 // stream ends (its error).
-func tailStream(ctx context.Context, src source, p *printer, tr *resumeTracker, d aep.Dialect, count int, n *int, shared *sharedCount, errw io.Writer) error {
+func tailStream(ctx context.Context, src aepclient.Source, p *printer, tr *resumeTracker, d aep.Dialect, count int, n *int, shared *sharedCount, errw io.Writer) error {
 	for count == 0 || *n < count {
 		it, err := src.Next(ctx)
 		if err != nil {
@@ -209,11 +211,11 @@ func endText(err error) string {
 // refused reports an answer that a retry would get again: a 4xx other than
 // 408 and 429, or a subscription the gateway refused in-band.
 func refused(err error) bool {
-	var ae *APIError
+	var ae *aepclient.APIError
 	if errors.As(err, &ae) {
 		return ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusRequestTimeout && ae.Status != http.StatusTooManyRequests
 	}
-	return errors.Is(err, errRefused)
+	return errors.Is(err, aepclient.ErrRefused)
 }
 
 // tailEnd turns the error that ended a stream into the command's outcome.
@@ -272,9 +274,9 @@ reached), or on Ctrl-C (exit 0). A stream that ends is exit 1, unless
 `
 
 func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tail", tailSynopsis, stdout, stderr, tailHelp)
-	var conn connFlags
-	conn.register(fs)
+	fs := cli.NewFlagSet("aepctl", "tail", tailSynopsis, stdout, stderr, tailHelp)
+	var conn cli.ConnFlags
+	conn.Register(fs)
 	dialect := fs.String("dialect", "", "dialect: r, d or all (default: all, or the one whose flags are given)")
 	transport := fs.String("transport", "sse", "sse or ws")
 	var df dFilterFlags
@@ -284,12 +286,12 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	filter := fs.String("filter", "", "R: attr-match filter JSON (default {}: every event)")
 	from := fs.String("from", "", "R: resume positions, a JSON array of {session,epoch,seq}, or all")
 	capture := fs.String("capture", "", "R: capture ceiling: none, metadata, redacted or full")
-	out := outputFlag(fs, "pretty", "pretty", "ndjson", "json")
+	out := cli.OutputFlag(fs, "pretty", "pretty", "ndjson", "json")
 	count := fs.Int("count", 0, "stop after N events (0: no limit)")
 	timeout := fs.Duration("timeout", 0, "stop after this long (0: no limit)")
 	width := fs.Int("width", 100, "most payload characters on a pretty line (0: all)")
 	reconnect := fs.Bool("reconnect", false, "reopen a lost stream from the last event seen (backoff 0.5s to 10s), until --timeout, --count or Ctrl-C")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	dFlags := len(df.members()) > 0 || *mode != "" || *cursor != ""
@@ -305,35 +307,35 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	all := *dialect == "all"
-	d, ok := dialectFlag(*dialect)
+	d, ok := cli.DialectFlag(*dialect)
 	switch {
 	case all && dFlags && rFlags:
-		return usageErr(fs, "dialect D flags (--types, --mode, --from-cursor, ...) and dialect R flags (--filter, --from, --capture) together: choose one with --dialect")
+		return cli.UsageErr(fs, "dialect D flags (--types, --mode, --from-cursor, ...) and dialect R flags (--filter, --from, --capture) together: choose one with --dialect")
 	case !ok && !all:
-		return usageErr(fs, "--dialect %q: want r, d or all", *dialect)
+		return cli.UsageErr(fs, "--dialect %q: want r, d or all", *dialect)
 	case *transport != "sse" && *transport != "ws":
-		return usageErr(fs, "--transport %q: want sse or ws", *transport)
+		return cli.UsageErr(fs, "--transport %q: want sse or ws", *transport)
 	case *count < 0, *timeout < 0, *width < 0:
-		return usageErr(fs, "--count, --timeout and --width must not be negative")
+		return cli.UsageErr(fs, "--count, --timeout and --width must not be negative")
 	case fs.NArg() > 0:
-		return usageErr(fs, "unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr(fs, "unexpected argument %q", fs.Arg(0))
 	}
 	if all {
-		if err := conn.resolve(); err != nil {
+		if err := conn.Resolve(); err != nil {
 			return err
 		}
-		c := &Client{BaseURL: conn.url, Token: conn.token}
-		specs := []streamSpec{
+		c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
+		specs := []aepclient.StreamSpec{
 			{Dialect: aep.DialectR, Transport: *transport},
 			{Dialect: aep.DialectD, Transport: *transport, DFilter: map[string][]string{"types": {"*"}}},
 		}
 		_, err := TailAll(ctx, c, specs, TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width, Reconnect: *reconnect}, stdout, stderr)
 		return err
 	}
-	spec := streamSpec{Dialect: d, Transport: *transport}
+	spec := aepclient.StreamSpec{Dialect: d, Transport: *transport}
 	if d == aep.DialectD {
 		if *filter != "" || *from != "" || *capture != "" {
-			return usageErr(fs, "--filter, --from and --capture are dialect R flags; dialect D filters with --types, --source, ...")
+			return cli.UsageErr(fs, "--filter, --from and --capture are dialect R flags; dialect D filters with --types, --source, ...")
 		}
 		spec.DFilter = df.members()
 		if !df.hasAnchor() {
@@ -342,19 +344,19 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		switch *mode {
 		case "", "best_effort", "replayable":
 		default:
-			return usageErr(fs, "--mode %q: want best_effort or replayable (at_least_once is \"aepctl consume\")", *mode)
+			return cli.UsageErr(fs, "--mode %q: want best_effort or replayable (at_least_once is \"aepctl consume\")", *mode)
 		}
 		spec.Mode, spec.Cursor = *mode, *cursor
 	} else {
 		if len(df.members()) > 0 {
-			return usageErr(fs, "--types, --source, --session, ... are dialect D flags; dialect R filters with --filter JSON")
+			return cli.UsageErr(fs, "--types, --source, --session, ... are dialect D flags; dialect R filters with --filter JSON")
 		}
 		if *mode != "" || *cursor != "" {
-			return usageErr(fs, "--mode and --from-cursor are dialect D flags; dialect R resumes with --from")
+			return cli.UsageErr(fs, "--mode and --from-cursor are dialect D flags; dialect R resumes with --from")
 		}
 		if *filter != "" {
 			if !json.Valid([]byte(*filter)) || !strings.HasPrefix(strings.TrimSpace(*filter), "{") {
-				return usageErr(fs, "--filter must be a JSON object")
+				return cli.UsageErr(fs, "--filter must be a JSON object")
 			}
 			spec.RFilter = json.RawMessage(*filter)
 		}
@@ -365,14 +367,14 @@ func cmdTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case strings.HasPrefix(f, "[") && json.Valid([]byte(f)):
 			spec.From = json.RawMessage(f)
 		default:
-			return usageErr(fs, "--from must be a JSON array of {\"session\",\"epoch\",\"seq\"} or all")
+			return cli.UsageErr(fs, "--from must be a JSON array of {\"session\",\"epoch\",\"seq\"} or all")
 		}
 		spec.Capture = *capture
 	}
-	if err := conn.resolve(); err != nil {
+	if err := conn.Resolve(); err != nil {
 		return err
 	}
-	c := &Client{BaseURL: conn.url, Token: conn.token}
+	c := &aepclient.Client{BaseURL: conn.URL, Token: conn.Token}
 	_, err := Tail(ctx, c, spec, TailOptions{Output: *out, Count: *count, Timeout: *timeout, Width: *width, Reconnect: *reconnect}, stdout, stderr)
 	return err
 }

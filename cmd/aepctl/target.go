@@ -16,6 +16,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/internal/aepclient"
+	"github.com/aep-gateway/aep-gateway/internal/cli"
 )
 
 // TargetOptions configure a control-capable test target (AEP-0004 §7).
@@ -55,7 +57,7 @@ type targetNote struct {
 // note writes n to the log, as text or JSON.
 func (t *Target) note(n targetNote) {
 	if t.opt.JSON {
-		_ = writeJSONLine(t.log, n)
+		_ = cli.WriteJSONLine(t.log, n)
 		return
 	}
 	switch n.Event {
@@ -96,20 +98,20 @@ func DialTarget(ctx context.Context, opt TargetOptions, log io.Writer) (*Target,
 	if opt.Remember <= 0 {
 		opt.Remember = 4096
 	}
-	ws, err := dialWS(ctx, &Client{BaseURL: opt.URL, Token: opt.Token}, "/socket", nil)
+	ws, err := aepclient.DialWS(ctx, &aepclient.Client{BaseURL: opt.URL, Token: opt.Token}, "/socket", nil)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
 	ws.SetReadLimit(4 << 20)
 	t := &Target{opt: opt, ws: ws, log: log, acks: map[string][]byte{},
 		source: "aep://aepctl/agent/" + opt.Agent + "/session/" + opt.Session}
-	hello := rHello("emitter", opt.Agent)
+	hello := aepclient.RHello("emitter", opt.Agent)
 	hello["identity"] = map[string]string{"agent": opt.Agent, "instance": opt.Instance}
 	hello["capabilities"] = map[string]any{
 		"emits":   []string{"session", "run", "control"},
 		"control": map[string]any{"accepts": opt.Accepts, "ack_window_ms": opt.AckWindow.Milliseconds()},
 	}
-	if err := sayHelloR(ctx, ws, hello); err != nil {
+	if err := aepclient.SayHelloR(ctx, ws, hello); err != nil {
 		ws.CloseNow()
 		return nil, fmt.Errorf("target: %w", err)
 	}

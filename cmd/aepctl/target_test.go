@@ -19,11 +19,12 @@ import (
 	"github.com/aep-gateway/aep-gateway/gateway/dialectr"
 	"github.com/aep-gateway/aep-gateway/gateway/engine"
 	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
+	"github.com/aep-gateway/aep-gateway/internal/clitest"
 )
 
 // newRelayGateway is a gateway on kfake with the dialect R relay mounted
 // (control routing on), served over a real socket.
-func newRelayGateway(t testing.TB) *testGateway {
+func newRelayGateway(t testing.TB) *clitest.Gateway {
 	t.Helper()
 	st := gatewaytest.New(t, gatewaytest.Options{Partitions: 2})
 	st.Server.Start()
@@ -45,7 +46,7 @@ func newRelayGateway(t testing.TB) *testGateway {
 		hs.Close()
 		eng.Close()
 	})
-	return &testGateway{t: t, cluster: st.Cluster, client: st.Client, url: hs.URL}
+	return clitest.Of(t, st.Cluster, st.Client, hs.URL)
 }
 
 // The target claims its session, acks each command once with cause = the
@@ -55,7 +56,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 	g := newRelayGateway(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var log bytes.Buffer
-	tg, err := DialTarget(ctx, TargetOptions{URL: g.url, Session: "s-t", Run: "r-1", Agent: "tgt", Instance: "i",
+	tg, err := DialTarget(ctx, TargetOptions{URL: g.URL, Session: "s-t", Run: "r-1", Agent: "tgt", Instance: "i",
 		Accepts: []string{"control.attention.respond", "control.cancel"}, AckWindow: 10 * time.Second}, &log)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 		}
 	}()
 
-	sender, _, err := websocket.Dial(ctx, strings.Replace(g.url, "http", "ws", 1)+"/socket", nil)
+	sender, _, err := websocket.Dial(ctx, strings.Replace(g.URL, "http", "ws", 1)+"/socket", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 	if _, _, err := sender.Read(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitClaim(t, ctx, g.url, "s-t")
+	waitClaim(t, ctx, g.URL, "s-t")
 	cmd := func(id, typ string, extra string) string {
 		return fmt.Sprintf(`{"aep":"0.1","id":%q,"type":%q,"time":"2026-07-03T10:14:00Z","source":"aep://ops/agent/ops","agent":"ops","session":"s-t"%s}`, id, typ, extra)
 	}
@@ -95,7 +96,7 @@ func TestTargetAnswersCommands(t *testing.T) {
 	send(cmd("c-3", "control.cancel", `,"run":"r-1","data":{"scope":"run"}`)) // the run has ended
 
 	// The events topic: the target's events and the commands, in order.
-	vals := g.readValues(devTopic, 2+1+1+1+2+1+1)
+	vals := g.ReadValues(clitest.DevTopic, 2+1+1+1+2+1+1)
 	var got, cmds []string
 	acks := map[string][]string{}
 	for _, v := range vals {

@@ -1,4 +1,4 @@
-// Command benchreport turns the JSON reports of `aepctl bench` (and the
+// Command benchreport turns the JSON reports of `aepbench` (and the
 // resume Go benchmark's text output) into docs/benchmarks.md's comparative
 // section and its charts. `make bench-report` runs the benches and then
 // this; it lives apart from aepctl so the plotting library stays out of

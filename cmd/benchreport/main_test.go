@@ -32,6 +32,13 @@ func TestReportFromBenchOutputs(t *testing.T) {
 			{"peer":"centrifugo","transport":"sse","subscribers":100,"deliveries":200000,"cpu_ns":1000000000},
 			{"peer":"gateway","transport":"sse","subscribers":1000,"deliveries":100000,"cpu_ns":1000000000},
 			{"peer":"centrifugo","transport":"sse","subscribers":1000,"deliveries":100000,"cpu_ns":1000000000,"missing":-700000,"publish_retries":7}]}`,
+		"fanout-single.json": `{"load_average":"2 2 2","runs":[
+			{"peer":"gateway","transport":"sse","subscribers":10,"deliveries":40000,"cpu_ns":2000000000,"batch":1,"publishers":8,"broker":"kafka","broker_cpu_ns":2000000000},
+			{"peer":"centrifugo","transport":"sse","subscribers":10,"deliveries":50000,"cpu_ns":1000000000,"batch":1,"publishers":8},
+			{"peer":"gateway","transport":"sse","subscribers":1000,"deliveries":900000,"cpu_ns":1000000000,"batch":1,"publishers":8}]}`,
+		"fanout-emb.json": `{"load_average":"3 3 3","runs":[
+			{"peer":"gateway","transport":"sse","subscribers":100,"deliveries":300000,"cpu_ns":1000000000,"batch":1,"publishers":8,"broker":"embedded"},
+			{"peer":"centrifugo","transport":"sse","subscribers":100,"deliveries":100000,"cpu_ns":1000000000,"batch":1,"publishers":8}]}`,
 		"latency.json": `{"load_average":"7 8 9","runs":[
 			{"path":"gateway","rate":1000,"latency_ms":{"p50":3,"p90":4,"p99":6}},
 			{"path":"direct","rate":1000,"latency_ms":{"p50":2,"p90":3,"p99":4}}]}`,
@@ -65,6 +72,10 @@ func TestReportFromBenchOutputs(t *testing.T) {
 		"+50.0% (572 → 858 MB)",
 		"+2.00 ms (p99 6.00 ms; p50 3.00 ms, +1.00 ms over direct) | direct p99 4.00 ms, p50 2.00 ms |  | ≤ 3 ms | met |",
 		"| 6.49 vs 4.72 ms (medians) |  | 1.38 | ≤ 1.2 | not met |",
+		"| 1 event/publish, 8 publishers → 10 SSE subscribers, real Kafka | 20.0k | 2.00 s | 10.0k | 50.0k | 0.40 | 0.20 | 2 2 2 |",
+		"| 1 event/publish, 8 publishers → 1000 SSE subscribers, real Kafka | 900.0k | not measured (no broker pid) | n/a | not run | n/a | n/a | 2 2 2 |",
+		"| batched publishes → 100 SSE subscribers, real Kafka | 300.0k | not measured (no broker pid) | n/a | 200.0k | 1.50 | n/a | 4 5 6 |",
+		"| 1 event/publish, 8 publishers → 100 SSE subscribers, embedded broker | 300.0k | in the gateway process (embedded) | 300.0k | 100.0k | 3.00 | 3.00 | 3 3 3 |",
 		"fan-out: 4 5 6", "uni_sse 100.0k (7 publishes resent after no answer: 700.0k duplicate deliveries counted) | 1.00 |", "](images/bench-fanout.svg)", "](images/bench-latency.svg)", "](images/bench-ingest.svg)",
 	} {
 		if !strings.Contains(got, want) {

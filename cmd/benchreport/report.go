@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-// The shapes of aepctl bench's JSON reports (only the fields used here).
+// The shapes of aepbench's JSON reports (only the fields used here).
 type ingestJSON struct {
 	Concurrency int     `json:"concurrency"`
 	Batch       int     `json:"batch"`
@@ -49,17 +49,23 @@ type phase struct {
 }
 
 type fanoutJSON struct {
-	LoadAvg string `json:"load_average"`
-	Runs    []struct {
-		Peer        string `json:"peer"`
-		Transport   string `json:"transport"`
-		Subscribers int    `json:"subscribers"`
-		Deliveries  int64  `json:"deliveries"`
-		CPU         int64  `json:"cpu_ns"`
-		Window      int64  `json:"window_ns"`
-		Missing     int64  `json:"missing"`
-		Retries     int64  `json:"publish_retries"`
-	} `json:"runs"`
+	LoadAvg string      `json:"load_average"`
+	Runs    []fanoutRun `json:"runs"`
+}
+
+type fanoutRun struct {
+	Peer        string `json:"peer"`
+	Transport   string `json:"transport"`
+	Subscribers int    `json:"subscribers"`
+	Deliveries  int64  `json:"deliveries"`
+	CPU         int64  `json:"cpu_ns"`
+	Window      int64  `json:"window_ns"`
+	Missing     int64  `json:"missing"`
+	Retries     int64  `json:"publish_retries"`
+	Batch       int    `json:"batch"`
+	Publishers  int    `json:"publishers"`
+	Broker      string `json:"broker"` // "kafka", "embedded" or "" (not measured)
+	BrokerCPU   int64  `json:"broker_cpu_ns"`
 }
 
 // caveat notes a run whose deliveries did not match what was published:
@@ -100,7 +106,7 @@ type idleJSON struct {
 	Runs    []idleRun `json:"runs"`
 }
 
-// idleRun is one server's run of `aepctl bench idle`.
+// idleRun is one server's run of `aepbench idle`.
 type idleRun struct {
 	Peer        string `json:"peer"`
 	Transport   string `json:"transport"`
@@ -120,12 +126,16 @@ type meta struct {
 
 // results are every input found.
 type results struct {
-	meta    meta
-	ingest  map[string]*ingestJSON // by ingestRuns key
-	fanout  *fanoutJSON
-	latency *latencyJSON
-	idle    *idleJSON
-	resume  map[string][]float64 // sub-benchmark → first-data ns/op of each round
+	meta   meta
+	ingest map[string]*ingestJSON // by ingestRuns key
+	fanout *fanoutJSON            // batched publishes, real Kafka (fanout.json)
+	// fanoutSingle and fanoutEmb are the single-event fan-out cases: on the
+	// real Kafka (fanout-single.json) and on the embedded broker
+	// (fanout-emb.json).
+	fanoutSingle, fanoutEmb *fanoutJSON
+	latency                 *latencyJSON
+	idle                    *idleJSON
+	resume                  map[string][]float64 // sub-benchmark → first-data ns/op of each round
 }
 
 func load(dir string) (*results, error) {
@@ -144,7 +154,8 @@ func load(dir string) (*results, error) {
 			r.ingest[k] = &x
 		}
 	}
-	for name, v := range map[string]any{"fanout.json": &r.fanout, "latency.json": &r.latency, "idle.json": &r.idle} {
+	for name, v := range map[string]any{"fanout.json": &r.fanout, "fanout-single.json": &r.fanoutSingle, "fanout-emb.json": &r.fanoutEmb,
+		"latency.json": &r.latency, "idle.json": &r.idle} {
 		if _, err := readJSON(filepath.Join(dir, name), v); err != nil {
 			return nil, err
 		}
@@ -238,12 +249,8 @@ func evs(v float64) string {
 }
 
 func (f *fanoutJSON) perCPU(peer, tr string, subs int) (float64, bool) {
-	for _, x := range f.Runs {
-		if x.Peer == peer && x.Transport == tr && x.Subscribers == subs && x.CPU > 0 {
-			return float64(x.Deliveries) / (float64(x.CPU) / 1e9), true
-		}
-	}
-	return 0, false
+	x, ok := f.run(peer, tr, subs)
+	return x.perCPU(), ok
 }
 
 func (f *fanoutJSON) subscriberCounts() []int {
@@ -277,6 +284,117 @@ func (r *results) fanoutRows() []row {
 		}
 	}
 	return out
+}
+
+// fanoutCases is the fan-out table of every publishing shape: single-event
+// publishes (what most publishers send) beside batched ones, on the real
+// Kafka and on the embedded broker, with the broker's CPU and the
+// whole-system figure (deliveries per CPU-second of gateway + broker).
+func (r *results) fanoutCases() string {
+	type source struct {
+		f      *fanoutJSON
+		broker string // where the broker ran, for the case's name
+	}
+	var b strings.Builder
+	for _, src := range []source{{r.fanoutSingle, "real Kafka"}, {r.fanout, "real Kafka"}, {r.fanoutEmb, "embedded broker"}} {
+		if src.f == nil {
+			continue
+		}
+		for _, tr := range []string{"sse", "ws"} {
+			for _, n := range src.f.subscriberCounts() {
+				g, ok := src.f.run("gateway", tr, n)
+				if !ok {
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", fanoutCaseName(g, src.broker),
+					evs(g.perCPU())+src.f.caveat("gateway", tr, n), brokerCell(g), systemCell(g), centrifugoCell(src.f, tr, n),
+					ratioCell(src.f, g, tr, n, false), ratioCell(src.f, g, tr, n, true), src.f.LoadAvg)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "### Fan-out by publishing shape\n\n" +
+		"Deliveries per CPU-second, saturated; \"1 event/publish\" is a publish request per event (8 in flight), the way most publishers send; " +
+		"\"100 events/publish\" is the batched case of the table above. Whole system = deliveries per CPU-second of gateway + its broker " +
+		"(the embedded broker runs inside the gateway process, so there it is the gateway's figure); Centrifugo has no broker, its " +
+		"whole-system figure is its own. Ratios are gateway/Centrifugo.\n\n" +
+		"| case | gateway deliveries/CPU-s | broker CPU-s | whole system deliveries/CPU-s | Centrifugo v6.9.1 deliveries/CPU-s | ratio, gateway only | ratio, whole system | load average |\n" +
+		"|---|---|---|---|---|---|---|---|\n" + b.String() + "\n"
+}
+
+func fanoutCaseName(g fanoutRun, broker string) string {
+	shape := fmt.Sprintf("%d events/publish, %d publishers", g.Batch, g.Publishers)
+	switch g.Batch {
+	case 0: // a report from before aepbench recorded the shape
+		shape = "batched publishes"
+	case 1:
+		shape = fmt.Sprintf("1 event/publish, %d publishers", g.Publishers)
+	}
+	return fmt.Sprintf("%s → %d %s subscribers, %s", shape, g.Subscribers, transportName[g.Transport][0], broker)
+}
+
+func brokerCell(g fanoutRun) string {
+	switch g.Broker {
+	case "embedded":
+		return "in the gateway process (embedded)"
+	case "kafka":
+		return fmt.Sprintf("%.2f s", float64(g.BrokerCPU)/1e9)
+	}
+	return "not measured (no broker pid)"
+}
+
+func systemCell(g fanoutRun) string {
+	if g.Broker == "" {
+		return "n/a"
+	}
+	return evs(g.systemPerCPU())
+}
+
+func centrifugoCell(f *fanoutJSON, tr string, n int) string {
+	c, ok := f.run("centrifugo", tr, n)
+	if !ok {
+		return "not run"
+	}
+	return evs(c.perCPU()) + f.caveat("centrifugo", tr, n)
+}
+
+// ratioCell is gateway/Centrifugo, of the gateway alone or, with system,
+// of gateway + broker (n/a when the broker was not measured).
+func ratioCell(f *fanoutJSON, g fanoutRun, tr string, n int, system bool) string {
+	c, ok := f.run("centrifugo", tr, n)
+	if !ok || c.perCPU() == 0 || (system && g.Broker == "") {
+		return "n/a"
+	}
+	if system {
+		return fmt.Sprintf("%.2f", g.systemPerCPU()/c.perCPU())
+	}
+	return fmt.Sprintf("%.2f", g.perCPU()/c.perCPU())
+}
+
+func (x *fanoutRun) perCPU() float64 {
+	if x.CPU <= 0 {
+		return 0
+	}
+	return float64(x.Deliveries) / (float64(x.CPU) / 1e9)
+}
+
+// systemPerCPU adds the broker's CPU (zero when embedded or not measured).
+func (x *fanoutRun) systemPerCPU() float64 {
+	if x.CPU+x.BrokerCPU <= 0 {
+		return 0
+	}
+	return float64(x.Deliveries) / (float64(x.CPU+x.BrokerCPU) / 1e9)
+}
+
+func (f *fanoutJSON) run(peer, tr string, subs int) (fanoutRun, bool) {
+	for _, x := range f.Runs {
+		if x.Peer == peer && x.Transport == tr && x.Subscribers == subs && x.CPU > 0 {
+			return x, true
+		}
+	}
+	return fanoutRun{}, false
 }
 
 func (r *results) idleRows() []row {
@@ -372,7 +490,7 @@ func (r *results) markdown(charts []chart, imgDir string) string {
 	fmt.Fprintf(&b, "## Comparative benchmark (issue 13)\n\n")
 	m := r.meta
 	fmt.Fprintf(&b, "Produced by `make bench-report` in one run on %s, commit %s, %s; Kafka: %s. ", m.Date, m.Commit, m.Machine, m.Kafka)
-	fmt.Fprintf(&b, "Each row's peer was measured in the same command as the gateway, so the ratio is the figure to compare between runs; the load average of each command is listed below the table. Knobs: %s. How each figure is measured: docs/aepctl.md (bench ingest, fanout, latency, idle); the cost model built on them: docs/scaling.md.\n\n", knobs(m.Knobs))
+	fmt.Fprintf(&b, "Each row's peer was measured in the same command as the gateway, so the ratio is the figure to compare between runs; the load average of each command is listed below the table. Knobs: %s. How each figure is measured: docs/aepbench.md (ingest, fanout, latency, idle); the cost model built on them: docs/scaling.md.\n\n", knobs(m.Knobs))
 	fmt.Fprintf(&b, "| what | gateway | peer in the same run | ratio | goal | |\n|---|---|---|---|---|---|\n")
 	var rows []row
 	rows = append(rows, r.ingestRows()...)
@@ -399,6 +517,7 @@ func (r *results) markdown(charts []chart, imgDir string) string {
 		fmt.Fprintf(&b, " latency: %s.", r.latency.LoadAvg)
 	}
 	b.WriteString("\n\n")
+	b.WriteString(r.fanoutCases())
 	for _, c := range charts {
 		fmt.Fprintf(&b, "![%s](%s/%s)\n\n", c.title, imgDir, c.file)
 	}
