@@ -522,6 +522,7 @@ func (c *Conn) rearmBeat(d time.Duration) {
 func (c *Conn) ping() {
 	every := c.cfg.Heartbeat.Every
 	now := time.Now()
+	c.out.Trim() // empty at a beat: the ring goes until something is queued (a busy connection makes it again at most once a period)
 	if sent := c.pingSent.Load(); sent != 0 {
 		if silent := now.Sub(time.Unix(0, sent)); silent >= 3*every {
 			c.log.Info().Dur("silent", silent).Msg("transport: websocket heartbeat timeout")
@@ -545,6 +546,7 @@ func (c *Conn) ping() {
 // written.
 func (c *Conn) beat() {
 	every := c.cfg.Heartbeat.Every
+	c.out.Trim() // empty at a beat: the ring goes until something is queued (a busy connection makes it again at most once a period)
 	if lr := c.lastRead.Load(); lr != c.lastSeen {
 		c.lastSeen, c.quietTicks = lr, 0
 	}

@@ -109,6 +109,20 @@ func (q *Queue[T]) growLocked() {
 	q.buf, q.head = buf, 0
 }
 
+// Trim gives the buffer back when nothing is queued, so that a stream
+// found idle (a connection's heartbeat) holds none; the next Offer
+// allocates it again. It reports whether a buffer was dropped. Safe from
+// any goroutine.
+func (q *Queue[T]) Trim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n > 0 || q.buf == nil {
+		return false
+	}
+	q.buf, q.head = nil, 0
+	return true
+}
+
 // End ends the queue: what is queued is still returned by Next, then Next
 // reports the end. Offer and Push fail from now on. Idempotent.
 func (q *Queue[T]) End() {

@@ -209,3 +209,39 @@ func TestOnReadyEmptyQueueWaits(t *testing.T) {
 		t.Fatalf("Push: %v, %d calls, want 1", err, calls)
 	}
 }
+
+// Trim gives the buffer back only when nothing is queued; the queue then
+// works as a new one, order and bound included.
+func TestTrim(t *testing.T) {
+	q := New[int](4)
+	if q.Trim() {
+		t.Fatal("trimmed a queue that never allocated")
+	}
+	for i := range 3 {
+		q.Offer(i)
+	}
+	if q.Trim() || q.Allocated() == 0 {
+		t.Fatal("trimmed a queue holding elements")
+	}
+	for range 3 {
+		q.Next()
+	}
+	if !q.Trim() || q.Allocated() != 0 {
+		t.Fatalf("empty queue not trimmed: %d slots", q.Allocated())
+	}
+	for i := range 5 {
+		if ok := q.Offer(10 + i); ok != (i < 4) {
+			t.Fatalf("offer %d: %v", i, ok)
+		}
+	}
+	for i := range 4 {
+		if v, ok, _ := q.Next(); !ok || v != 10+i {
+			t.Fatalf("next %d: %d %v", i, v, ok)
+		}
+	}
+	q.Trim()
+	q.End()
+	if _, ok, ended := q.Next(); ok || !ended {
+		t.Fatal("a trimmed queue that ended does not report its end")
+	}
+}
