@@ -245,3 +245,47 @@ func TestTrim(t *testing.T) {
 		t.Fatal("a trimmed queue that ended does not report its end")
 	}
 }
+
+// The channels are made as a consumer or a waiting producer first needs
+// them: Ready made after elements (or the end) were queued holds a token,
+// and a producer waiting for room of a full queue is woken by the Next
+// that frees a slot, or by End.
+func TestLazyChannelsKeepTheirTokens(t *testing.T) {
+	q := New[int](1)
+	q.Offer(1)
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("Ready made after an Offer holds no token")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pushed := make(chan error, 1)
+	go func() { pushed <- q.Push(ctx, 2) }()
+	time.Sleep(20 * time.Millisecond) // the push waits for room (or not yet: it then finds it)
+	if v, ok, _ := q.Next(); !ok || v != 1 {
+		t.Fatalf("next: %d %v", v, ok)
+	}
+	if err := <-pushed; err != nil {
+		t.Fatalf("push after a freed slot: %v", err)
+	}
+	go func() { pushed <- q.Push(ctx, 3) }()
+	time.Sleep(20 * time.Millisecond)
+	q.End()
+	if err := <-pushed; !errors.Is(err, ErrEnded) {
+		t.Fatalf("push into an ended queue: %v", err)
+	}
+	q2 := New[int](1)
+	q2.End()
+	select {
+	case <-q2.Ready():
+	default:
+		t.Fatal("Ready made after End holds no token")
+	}
+	if v, ok := q.Recv(ctx); !ok || v != 2 {
+		t.Fatalf("recv: %d %v", v, ok)
+	}
+	if _, ok := q.Recv(ctx); ok {
+		t.Fatal("recv after the end")
+	}
+}
