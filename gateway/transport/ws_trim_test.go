@@ -36,8 +36,7 @@ func TestParkedConnTrimsOutboundAndRefills(t *testing.T) {
 			stream.Leave()
 			return
 		}
-		var c *transport.Conn
-		c = transport.NewConn(ws, transport.WSConfig{
+		c := transport.NewConn(ws, transport.WSConfig{
 			HandshakeTimeout: 5 * time.Second,
 			Heartbeat:        transport.Heartbeat{Every: 20 * time.Millisecond}, // protocol pings
 			Stream:           stream,
