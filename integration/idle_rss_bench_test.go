@@ -28,8 +28,11 @@ import (
 // all N close at once (storm-spike-%: the highest RSS during the storm over
 // the RSS just before it). AEP_IDLE_CONNS sets N (default 10000; the
 // descriptor limit of both processes must allow it); AEP_GATEWAY_BIN runs
-// another binary (a baseline). One iteration is one whole measurement, so
-// run it with -benchtime 1x:
+// another binary (a baseline). AEP_IDLE_PROFILE=DIR also starts the
+// gateway with an admin listener and, with the N streams open, saves its
+// heap profile (after a GC), goroutine counts and Go runtime metrics into
+// DIR as KIND-heap.pb.gz, KIND-goroutine.txt and KIND-metrics.txt. One
+// iteration is one whole measurement, so run it with -benchtime 1x:
 //
 //	go test -run '^$' -bench IdleStreams -benchtime 1x ./integration/
 func BenchmarkIdleStreams(b *testing.B) {
@@ -40,7 +43,7 @@ func BenchmarkIdleStreams(b *testing.B) {
 			b.Fatalf("AEP_IDLE_CONNS=%q", s)
 		}
 	}
-	for _, kind := range []string{"sse-d", "sse-d-tls", "ws-d", "sse-r", "floor-sse"} {
+	for _, kind := range []string{"sse-d", "sse-d-tls", "ws-d", "ws-r", "sse-r", "floor-sse"} {
 		b.Run(kind, func(b *testing.B) {
 			for range b.N {
 				measureIdle(b, kind, n)
@@ -51,10 +54,11 @@ func BenchmarkIdleStreams(b *testing.B) {
 
 // idleServer is a process serving idle streams: its address and pid.
 type idleServer struct {
-	host string
-	pid  int
-	logs func() string
-	stop func()
+	host  string
+	admin string // the admin listener's URL, when started with one
+	pid   int
+	logs  func() string
+	stop  func()
 }
 
 // startIdleServer starts the gateway binary, or for floor-sse this test
@@ -75,13 +79,15 @@ func startIdleServer(b *testing.B, kind string) idleServer {
 			}
 		}
 		args = append(args, "--tls-cert-file", dir+"/tls.crt", "--tls-key-file", dir+"/tls.key", "--admin-listen", "127.0.0.1:0")
+	} else if os.Getenv("AEP_IDLE_PROFILE") != "" {
+		args = append(args, "--admin-listen", "127.0.0.1:0") // pprof is served there only
 	}
 	g := startGatewayUnder(b, nil, args...)
 	u, err := url.Parse(g.URL)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return idleServer{host: u.Host, pid: g.cmd.Process.Pid, logs: g.logs.String, stop: g.kill}
+	return idleServer{host: u.Host, admin: g.AdminURL, pid: g.cmd.Process.Pid, logs: g.logs.String, stop: g.kill}
 }
 
 // startFloorServer runs TestIdleFloorServer in a child process.
@@ -147,6 +153,7 @@ var idleDialers = map[string]idleDialer{
 		return dialSSE(addr, "/stream", ": stream open\n\n")
 	},
 	"ws-d": dialIdleWSD,
+	"ws-r": dialIdleWSR,
 	"floor-sse": func(addr string) (net.Conn, error) {
 		return dialSSE(addr, "/", ": stream open\n\n")
 	},
@@ -199,6 +206,9 @@ func measureIdle(b *testing.B, kind string, n int) {
 	opened := time.Since(start)
 	open := settledRSS(b, pid)
 	perConn := float64(open-before) / float64(n)
+	if dir := os.Getenv("AEP_IDLE_PROFILE"); dir != "" && srv.admin != "" {
+		saveIdleProfile(b, dir, kind, srv.admin)
+	}
 
 	// The storm: every stream closes at once; sample the gateway's RSS
 	// until it has been quiet for a second after the last close.
@@ -392,35 +402,135 @@ func wsClientFrame(p []byte) []byte {
 // want.
 func wsExpect(br *bufio.Reader, want string) error {
 	for range 8 {
-		var h [2]byte
-		if _, err := io.ReadFull(br, h[:]); err != nil {
+		p, err := wsReadFrame(br)
+		if err != nil {
 			return err
 		}
-		n := uint64(h[1] & 0x7f)
-		switch n {
-		case 126:
-			var l [2]byte
-			if _, err := io.ReadFull(br, l[:]); err != nil {
-				return err
-			}
-			n = uint64(binary.BigEndian.Uint16(l[:]))
-		case 127:
-			var l [8]byte
-			if _, err := io.ReadFull(br, l[:]); err != nil {
-				return err
-			}
-			n = binary.BigEndian.Uint64(l[:])
-		}
-		if n > 1<<20 {
-			return fmt.Errorf("frame of %d bytes", n)
-		}
-		p := make([]byte, n)
-		if _, err := io.ReadFull(br, p); err != nil {
-			return err
-		}
-		if h[0]&0x0f == 1 && bytes.Contains(p, []byte(`"type":"`+want+`"`)) {
+		if bytes.Contains(p, []byte(`"type":"`+want+`"`)) {
 			return nil
 		}
 	}
 	return fmt.Errorf("no %s", want)
+}
+
+// wsReadFrame reads one unmasked server frame; a text frame's payload, nil
+// for any other opcode.
+func wsReadFrame(br *bufio.Reader) ([]byte, error) {
+	var h [2]byte
+	if _, err := io.ReadFull(br, h[:]); err != nil {
+		return nil, err
+	}
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var l [2]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			return nil, err
+		}
+		n = uint64(binary.BigEndian.Uint16(l[:]))
+	case 127:
+		var l [8]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			return nil, err
+		}
+		n = binary.BigEndian.Uint64(l[:])
+	}
+	if n > 1<<20 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(br, p); err != nil {
+		return nil, err
+	}
+	if h[0]&0x0f != 1 {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// saveIdleProfile saves the gateway's heap profile (after a GC), its
+// goroutines grouped by stack and its Go runtime metrics into dir.
+func saveIdleProfile(b *testing.B, dir, kind, admin string) {
+	for name, path := range map[string]string{
+		"heap.pb.gz":    "/debug/pprof/heap?gc=1",
+		"goroutine.txt": "/debug/pprof/goroutine?debug=1",
+		"metrics.txt":   "/metrics",
+	} {
+		resp, err := http.Get(admin + path) //nolint:gosec,noctx // the benchmark's own gateway
+		if err != nil {
+			b.Fatalf("profile %s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatalf("profile %s: %v", path, err)
+		}
+		if err := os.WriteFile(dir+"/"+kind+"-"+name, body, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// dialIdleWSR opens a dialect R WebSocket (/socket) by hand: a consumer
+// hello and one subscription, waiting for subscribed. A goroutine of the
+// benchmark then answers the relay's ping frames (a peer silent for three
+// periods is closed) until the connection closes.
+func dialIdleWSR(addr string) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (net.Conn, error) { c.Close(); return nil, err }
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET /socket HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(c, 1024)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 101") {
+		return fail(fmt.Errorf("upgrade: %q %v", status, err))
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return fail(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	send := func(s string) error { _, err := c.Write(wsClientFrame([]byte(s))); return err }
+	if err := send(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"idle"}}`); err != nil {
+		return fail(err)
+	}
+	if err := wsExpect(br, "hello"); err != nil {
+		return fail(err)
+	}
+	if err := send(`{"type":"subscribe","id":"idle"}`); err != nil {
+		return fail(err)
+	}
+	if err := wsExpect(br, "subscribed"); err != nil {
+		return fail(err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	go answerRPings(c, br)
+	return c, nil
+}
+
+// answerRPings answers each dialect R ping frame read from br with a pong
+// until the connection fails (the benchmark closed it).
+func answerRPings(c net.Conn, br *bufio.Reader) {
+	for {
+		p, err := wsReadFrame(br)
+		if err != nil {
+			return
+		}
+		if i := bytes.Index(p, []byte(`"t":`)); i >= 0 && bytes.Contains(p, []byte(`"type":"ping"`)) {
+			t, _, _ := bytes.Cut(p[i+4:], []byte("}"))
+			if _, err := c.Write(wsClientFrame([]byte(`{"type":"pong","t":` + string(t) + `}`))); err != nil {
+				return
+			}
+		}
+	}
 }

@@ -137,6 +137,7 @@ type WSHandler struct {
 
 	hub       *transport.Hub
 	ackErrors prometheus.Counter
+	logs      transport.LoggerCache // a connection's logger, per tenant
 }
 
 // NewWSHandler returns the dialect D WebSocket binding. Subscriptions read

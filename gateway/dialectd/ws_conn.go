@@ -57,7 +57,9 @@ type wsConn struct {
 func newWSConn(h *WSHandler, ws *transport.Socket, tn tenant.Tenant, stream *transport.Stream) *wsConn {
 	c := &wsConn{
 		h: h, tenant: tn,
-		log:  h.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "ws").Logger(),
+		log: h.logs.Get(tn.String(), func() zerolog.Logger {
+			return h.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "ws").Logger()
+		}),
 		subs: map[string]*wsSub{},
 	}
 	hb := transport.Heartbeat{}

@@ -234,6 +234,9 @@ func (c *wsConn) startSub(id string, payload json.RawMessage) (*wsSub, *wsSubCre
 	if cur, err := st.cursorAt(c.h.kr, req.Sequence); err == nil {
 		created.Cursor = cur
 	}
+	// The encoder (two HMAC states, ~0.5 KB) is made again by the first
+	// delivery: a subscription that stays idle does not keep it.
+	st.enc = nil
 	return s, created, nil
 }
 

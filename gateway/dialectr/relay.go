@@ -142,6 +142,7 @@ type Relay struct {
 
 	nodeID string
 	connID atomic.Uint64
+	wsLogs transport.LoggerCache // a WebSocket connection's logger, per tenant
 
 	mu        sync.Mutex
 	closed    bool

@@ -91,7 +91,9 @@ type wsConn struct {
 func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant, stream *transport.Stream) *wsConn {
 	c := &wsConn{
 		rl: rl, tenant: tn,
-		log:       rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger(),
+		log: rl.wsLogs.Get(tn.String(), func() zerolog.Logger {
+			return rl.cfg.Logger.With().Stringer("tenant", tn).Str("binding", "r-ws").Logger()
+		}),
 		positions: map[string]map[string]cursor.Position{},
 		subs:      map[string]*wsSub{},
 		id:        rl.connID.Add(1),

@@ -12,3 +12,6 @@ func (h *Hub) FailPoller(err error) bool {
 	ps.p.Fail(err)
 	return true
 }
+
+// OutAllocated is the slots the outbound queue's ring holds now.
+func (c *Conn) OutAllocated() int { return c.out.Allocated() }

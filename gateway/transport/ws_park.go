@@ -173,6 +173,9 @@ func (c *Conn) watch(ps *pollSet, sc syscall.Conn) (bool, error) {
 		// returns learns that this one parked (OnPark), and is told when
 		// it ends (endParked, after shut: it reads ends after this lock).
 		c.ends = runParkHooks(context.WithValue(context.Background(), parkHooksKey{}, c.ws.hooks))
+		// The hooks' closures hold the request (its headers, URL and
+		// context, about 2 KB); what they need at the end is in ends.
+		c.ws.hooks = nil
 	}
 	return true, nil
 }

@@ -31,12 +31,10 @@ func (c *Conn) writeAll() {
 		if stopped {
 			return
 		}
-		select {
-		case it := <-c.urgent:
-			c.w.closeWith(it)
+		if it := c.urgent.Swap(nil); it != nil {
+			c.w.closeWith(*it)
 			c.stopWriter()
 			return
-		default:
 		}
 		n, more := c.w.run()
 		if !more {
@@ -91,7 +89,7 @@ func (w *wsWriter) run() (n int, more bool) {
 	b := w.get()
 	var took int64
 	defer func() { c.tookBytes(took) }()
-	for ; n < maxRun && len(b) < maxRunBytes && len(c.urgent) == 0; n++ {
+	for ; n < maxRun && len(b) < maxRunBytes && c.urgent.Load() == nil; n++ {
 		it, ok, _ := c.out.Next()
 		if !ok {
 			break

@@ -25,11 +25,16 @@ const minGrow = 8
 
 // Queue is a bounded FIFO of T. The zero value is not usable; call New.
 type Queue[T any] struct {
-	max   int
-	ready chan struct{} // holds a token when Next may have something new
-	room  chan struct{} // holds a token when a Next freed a slot of a full queue
+	max int
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ready holds a token when Next may have something new; made by the
+	// first Ready (a consumer on OnReady never needs it). room holds a
+	// token when a Next freed a slot of a full queue; made by the first
+	// WaitRoom that finds the queue full. Both are guarded by mu (a nil
+	// one is not signalled): an idle stream's two queues hold no channel.
+	ready  chan struct{}
+	room   chan struct{}
 	buf    []T // ring; len(buf) is the capacity allocated so far (≤ max); guarded by mu
 	head   int // guarded by mu
 	n      int // elements queued; guarded by mu
@@ -40,14 +45,14 @@ type Queue[T any] struct {
 // New returns an empty queue that holds at most size elements (at least
 // 1). Nothing of the buffer is allocated until the first Offer.
 func New[T any](size int) *Queue[T] {
-	return &Queue[T]{max: max(size, 1), ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+	return &Queue[T]{max: max(size, 1)}
 }
 
 // Offer queues v unless the queue is full or ended; it never blocks.
 func (q *Queue[T]) Offer(v T) bool {
-	ok, fn := q.offer(v)
+	ok, fn, ready := q.offer(v)
 	if ok {
-		signal(q.ready)
+		signal(ready)
 		if fn != nil {
 			fn()
 		}
@@ -60,7 +65,7 @@ func (q *Queue[T]) Offer(v T) bool {
 // first does not take them one at a time (a parked stream would write
 // each on its own).
 func (q *Queue[T]) OfferQuiet(v T) bool {
-	ok, _ := q.offer(v)
+	ok, _, _ := q.offer(v)
 	return ok
 }
 
@@ -68,29 +73,30 @@ func (q *Queue[T]) OfferQuiet(v T) bool {
 // as Offer does after queueing. Harmless when nothing is queued.
 func (q *Queue[T]) Wake() {
 	q.mu.Lock()
-	fn := q.notify
+	fn, ready := q.notify, q.ready
 	q.mu.Unlock()
-	signal(q.ready)
+	signal(ready)
 	if fn != nil {
 		fn()
 	}
 }
 
-// offer queues v and returns the OnReady hook to call.
-func (q *Queue[T]) offer(v T) (bool, func()) {
+// offer queues v and returns the OnReady hook to call and the Ready
+// channel to signal (nil while no consumer asked for it).
+func (q *Queue[T]) offer(v T) (bool, func(), chan struct{}) {
 	q.mu.Lock()
 	if q.ended || q.n == q.max {
 		q.mu.Unlock()
-		return false, nil
+		return false, nil, nil
 	}
 	if q.n == len(q.buf) {
 		q.growLocked()
 	}
 	q.buf[(q.head+q.n)%len(q.buf)] = v
 	q.n++
-	fn := q.notify
+	fn, ready := q.notify, q.ready
 	q.mu.Unlock()
-	return true, fn
+	return true, fn, ready
 }
 
 // Push queues v, waiting for room; it returns ctx.Err() when ctx ends
@@ -112,6 +118,10 @@ func (q *Queue[T]) WaitRoom(ctx context.Context) error {
 	for {
 		q.mu.Lock()
 		full, ended := q.n == q.max, q.ended
+		if full && !ended && q.room == nil {
+			q.room = make(chan struct{}, 1) // a Next that frees a slot from now on signals it
+		}
+		room := q.room
 		q.mu.Unlock()
 		if ended {
 			return ErrEnded
@@ -120,7 +130,7 @@ func (q *Queue[T]) WaitRoom(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-q.room:
+		case <-room:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -138,15 +148,29 @@ func (q *Queue[T]) growLocked() {
 	q.buf, q.head = buf, 0
 }
 
+// Trim gives the buffer back when nothing is queued, so that a stream
+// found idle (a connection's heartbeat) holds none; the next Offer
+// allocates it again. It reports whether a buffer was dropped. Safe from
+// any goroutine.
+func (q *Queue[T]) Trim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n > 0 || q.buf == nil {
+		return false
+	}
+	q.buf, q.head = nil, 0
+	return true
+}
+
 // End ends the queue: what is queued is still returned by Next, then Next
 // reports the end. Offer and Push fail from now on. Idempotent.
 func (q *Queue[T]) End() {
 	q.mu.Lock()
 	q.ended = true
-	fn := q.notify
+	fn, ready, room := q.notify, q.ready, q.room
 	q.mu.Unlock()
-	signal(q.ready)
-	signal(q.room)
+	signal(ready)
+	signal(room)
 	if fn != nil {
 		fn()
 	}
@@ -170,8 +194,20 @@ func (q *Queue[T]) OnReady(fn func()) {
 }
 
 // Ready receives a token when Next may return an element or the end: the
-// consumer waits on it, then calls Next until it reports nothing.
-func (q *Queue[T]) Ready() <-chan struct{} { return q.ready }
+// consumer waits on it, then calls Next until it reports nothing. The
+// channel is made by the first call (holding a token when elements or the
+// end are pending); it is the same channel from then on.
+func (q *Queue[T]) Ready() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ready == nil {
+		q.ready = make(chan struct{}, 1)
+		if q.n > 0 || q.ended {
+			q.ready <- struct{}{}
+		}
+	}
+	return q.ready
+}
 
 // Next removes and returns the oldest element (ok). With ok false, ended
 // reports whether the queue has ended and is empty: nothing will ever come
@@ -189,12 +225,13 @@ func (q *Queue[T]) Next() (v T, ok, ended bool) {
 	wasFull := q.n == q.max
 	q.n--
 	more := q.n > 0 || q.ended // after the last one, a token to see the end
+	ready, room := q.ready, q.room
 	q.mu.Unlock()
 	if wasFull {
-		signal(q.room)
+		signal(room)
 	}
 	if more {
-		signal(q.ready)
+		signal(ready)
 	}
 	return v, true, false
 }
@@ -207,7 +244,7 @@ func (q *Queue[T]) Recv(ctx context.Context) (T, bool) {
 			return v, ok
 		}
 		select {
-		case <-q.ready:
+		case <-q.Ready():
 		case <-ctx.Done():
 			var zero T
 			return zero, false

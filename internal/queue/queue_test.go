@@ -215,6 +215,7 @@ func TestOnReadyEmptyQueueWaits(t *testing.T) {
 // ended) queues nothing.
 func TestOfferQuietThenOneWake(t *testing.T) {
 	q := New[int](3)
+	ready := q.Ready() // made empty now: a later token is a wake-up's
 	calls := 0
 	q.OnReady(func() { calls++ })
 	for i := range 3 {
@@ -226,7 +227,7 @@ func TestOfferQuietThenOneWake(t *testing.T) {
 		t.Fatal("OfferQuiet on a full queue took the element")
 	}
 	select {
-	case <-q.Ready():
+	case <-ready:
 		t.Fatal("OfferQuiet left a Ready token")
 	default:
 	}
@@ -238,7 +239,7 @@ func TestOfferQuietThenOneWake(t *testing.T) {
 		t.Fatalf("Wake called the hook %d times, want 1", calls)
 	}
 	select {
-	case <-q.Ready():
+	case <-ready:
 	default:
 		t.Fatal("Wake left no Ready token")
 	}
@@ -250,5 +251,85 @@ func TestOfferQuietThenOneWake(t *testing.T) {
 	q.End()
 	if q.OfferQuiet(1) {
 		t.Fatal("OfferQuiet after End took the element")
+	}
+}
+
+// Trim gives the buffer back only when nothing is queued; the queue then
+// works as a new one, order and bound included.
+func TestTrim(t *testing.T) {
+	q := New[int](4)
+	if q.Trim() {
+		t.Fatal("trimmed a queue that never allocated")
+	}
+	for i := range 3 {
+		q.Offer(i)
+	}
+	if q.Trim() || q.Allocated() == 0 {
+		t.Fatal("trimmed a queue holding elements")
+	}
+	for range 3 {
+		q.Next()
+	}
+	if !q.Trim() || q.Allocated() != 0 {
+		t.Fatalf("empty queue not trimmed: %d slots", q.Allocated())
+	}
+	for i := range 5 {
+		if ok := q.Offer(10 + i); ok != (i < 4) {
+			t.Fatalf("offer %d: %v", i, ok)
+		}
+	}
+	for i := range 4 {
+		if v, ok, _ := q.Next(); !ok || v != 10+i {
+			t.Fatalf("next %d: %d %v", i, v, ok)
+		}
+	}
+	q.Trim()
+	q.End()
+	if _, ok, ended := q.Next(); ok || !ended {
+		t.Fatal("a trimmed queue that ended does not report its end")
+	}
+}
+
+// The channels are made as a consumer or a waiting producer first needs
+// them: Ready made after elements (or the end) were queued holds a token,
+// and a producer waiting for room of a full queue is woken by the Next
+// that frees a slot, or by End.
+func TestLazyChannelsKeepTheirTokens(t *testing.T) {
+	q := New[int](1)
+	q.Offer(1)
+	select {
+	case <-q.Ready():
+	default:
+		t.Fatal("Ready made after an Offer holds no token")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pushed := make(chan error, 1)
+	go func() { pushed <- q.Push(ctx, 2) }()
+	time.Sleep(20 * time.Millisecond) // the push waits for room (or not yet: it then finds it)
+	if v, ok, _ := q.Next(); !ok || v != 1 {
+		t.Fatalf("next: %d %v", v, ok)
+	}
+	if err := <-pushed; err != nil {
+		t.Fatalf("push after a freed slot: %v", err)
+	}
+	go func() { pushed <- q.Push(ctx, 3) }()
+	time.Sleep(20 * time.Millisecond)
+	q.End()
+	if err := <-pushed; !errors.Is(err, ErrEnded) {
+		t.Fatalf("push into an ended queue: %v", err)
+	}
+	q2 := New[int](1)
+	q2.End()
+	select {
+	case <-q2.Ready():
+	default:
+		t.Fatal("Ready made after End holds no token")
+	}
+	if v, ok := q.Recv(ctx); !ok || v != 2 {
+		t.Fatalf("recv: %d %v", v, ok)
+	}
+	if _, ok := q.Recv(ctx); ok {
+		t.Fatal("recv after the end")
 	}
 }
