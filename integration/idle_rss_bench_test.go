@@ -341,30 +341,11 @@ func dialSSEOver(dial func() (net.Conn, error), addr, path, until string) (net.C
 // that the client costs little): session.opened, one best_effort
 // subscription, and waits for subscription.created.
 func dialIdleWSD(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	c, br, err := idleUpgrade(addr, "/aep", "Sec-WebSocket-Protocol: aep-0.1\r\n")
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (net.Conn, error) { c.Close(); return nil, err }
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET /aep HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: aep-0.1\r\n\r\n", addr); err != nil {
-		return fail(err)
-	}
-	br := bufio.NewReaderSize(c, 1024)
-	status, err := br.ReadString('\n')
-	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 101") {
-		return fail(fmt.Errorf("upgrade: %q %v", status, err))
-	}
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return fail(err)
-		}
-		if line == "\r\n" {
-			break
-		}
-	}
 	send := func(s string) error { _, err := c.Write(wsClientFrame([]byte(s))); return err }
 	if err := send(`{"aep_version":"0.1","id":"evt_idle_open","type":"session.opened","source":"agent:idle","target":"harness:aep","created_at":"2026-07-09T10:00:00Z","payload":{"session_id":"sess_idle","version":"0.1"}}`); err != nil {
 		return fail(err)
@@ -476,30 +457,11 @@ func saveIdleProfile(b *testing.B, dir, kind, admin string) {
 // benchmark then answers the relay's ping frames (a peer silent for three
 // periods is closed) until the connection closes.
 func dialIdleWSR(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	c, br, err := idleUpgrade(addr, "/socket", "")
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (net.Conn, error) { c.Close(); return nil, err }
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET /socket HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr); err != nil {
-		return fail(err)
-	}
-	br := bufio.NewReaderSize(c, 1024)
-	status, err := br.ReadString('\n')
-	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 101") {
-		return fail(fmt.Errorf("upgrade: %q %v", status, err))
-	}
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return fail(err)
-		}
-		if line == "\r\n" {
-			break
-		}
-	}
 	send := func(s string) error { _, err := c.Write(wsClientFrame([]byte(s))); return err }
 	if err := send(`{"type":"hello","versions":["0.1"],"role":"consumer","identity":{"agent":"idle"}}`); err != nil {
 		return fail(err)
@@ -531,6 +493,36 @@ func answerRPings(c net.Conn, br *bufio.Reader) {
 			if _, err := c.Write(wsClientFrame([]byte(`{"type":"pong","t":` + string(t) + `}`))); err != nil {
 				return
 			}
+		}
+	}
+}
+
+// idleUpgrade dials addr and upgrades path to a WebSocket by hand (extra:
+// more header lines, each ending in CRLF), leaving a 60 s deadline on the
+// connection; br holds what the server sent after its response head.
+func idleUpgrade(addr, path, extra string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (net.Conn, *bufio.Reader, error) { c.Close(); return nil, nil, err }
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n", path, addr, extra); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(c, 1024)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 101") {
+		return fail(fmt.Errorf("upgrade: %q %v", status, err))
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return fail(err)
+		}
+		if line == "\r\n" {
+			return c, br, nil
 		}
 	}
 }
