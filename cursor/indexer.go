@@ -189,7 +189,7 @@ func (r *indexRun) loop(ctx context.Context) error {
 			r.ix.cl.AllowRebalance()
 			continue // kgo retries retryable errors itself; keep polling
 		}
-		err := r.index(ctx, fs)
+		decoded, err := r.index(ctx, fs)
 		r.ix.cl.AllowRebalance()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -197,8 +197,6 @@ func (r *indexRun) loop(ctx context.Context) error {
 			}
 			return err
 		}
-		decoded := 0
-		fs.EachRecord(func(rec *kgo.Record) { decoded += len(rec.Key) + len(rec.Value) })
 		if gather.AtTail(decoded, 0) {
 			gather.Wait(ctx, r.ix.cfg.Gather)
 		}
@@ -229,13 +227,15 @@ func (r *indexRun) refreshMeta(ctx context.Context) error {
 }
 
 // index processes one poll: checkpoints, then one marker per partition,
-// all acknowledged by the index topic before the group commit.
-func (r *indexRun) index(ctx context.Context, fs kgo.Fetches) error {
+// all acknowledged by the index topic before the group commit. decoded is
+// the bytes of the poll's records (keys and values), for the gather.
+func (r *indexRun) index(ctx context.Context, fs kgo.Fetches) (decoded int, err error) {
 	cfg := &r.ix.cfg
 	tag := r.meta.ID.Tag()
 	next := map[int32]int64{}
 	r.pendingRecs = r.pendingRecs[:0]
 	fs.EachRecord(func(rec *kgo.Record) {
+		decoded += len(rec.Key) + len(rec.Value)
 		next[rec.Partition] = rec.Offset + 1
 		pos, _, ok := sessionEvent(rec, "")
 		if !ok {
@@ -269,7 +269,7 @@ func (r *indexRun) index(ctx context.Context, fs kgo.Fetches) error {
 		ss.since++
 	})
 	if len(next) == 0 {
-		return nil
+		return decoded, nil
 	}
 	for p, x := range next {
 		r.pendingRecs = append(r.pendingRecs, &kgo.Record{
@@ -279,17 +279,17 @@ func (r *indexRun) index(ctx context.Context, fs kgo.Fetches) error {
 		})
 	}
 	if err := r.ix.cl.ProduceSync(ctx, r.pendingRecs...).FirstErr(); err != nil {
-		return fmt.Errorf("cursor: write index: %w", err)
+		return decoded, fmt.Errorf("cursor: write index: %w", err)
 	}
 	if err := r.ix.cl.CommitUncommittedOffsets(ctx); err != nil {
-		return fmt.Errorf("cursor: commit indexer offsets: %w", err)
+		return decoded, fmt.Errorf("cursor: commit indexer offsets: %w", err)
 	}
 	r.ix.mu.Lock()
 	for p, x := range next {
 		r.ix.indexed[p] = x
 	}
 	r.ix.mu.Unlock()
-	return nil
+	return decoded, nil
 }
 
 // sweep forgets sessions whose last checkpoint is at least Distance behind:
