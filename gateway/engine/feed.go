@@ -283,27 +283,47 @@ func (f *feed) tail(topic string) *tail {
 
 func (f *feed) run(ctx context.Context) {
 	defer f.wg.Done()
+	var touched []*tail // tails queued to in this round, woken at its end (as tail.dispatch does)
+	wake := func() {
+		for i, t := range touched {
+			t.mu.Lock()
+			t.wakeLocked()
+			t.mu.Unlock()
+			touched[i] = nil
+		}
+		touched = touched[:0]
+	}
 	f.e.pollLoop(ctx, f.cl, "engine: delivery fetch", func(fs kgo.Fetches) {
 		f.e.cfg.Logger.Debug().Int("records", fs.NumRecords()).Msg("engine: delivery poll")
+		n := 0
 		for it := fs.RecordIter(); !it.Done(); {
-			f.handle(it.Next())
+			if n++; n%wakeEvery == 0 {
+				wake()
+			}
+			if t := f.handle(it.Next()); t != nil && !slices.Contains(touched, t) {
+				touched = append(touched, t)
+			}
 		}
+		wake()
 	})
 }
 
-// handle hands one delivery record to its tail.
-func (f *feed) handle(r *kgo.Record) {
+// handle hands one delivery record to its tail, which it returns (nil
+// when the record was not this node's or not readable).
+func (f *feed) handle(r *kgo.Record) *tail {
 	fw := &f.fw
 	if err := forward.Decode(r, fw); err != nil {
 		f.e.cfg.Logger.Warn().Err(err).Int64("offset", r.Offset).Msg("engine: delivery record")
-		return
+		return nil
 	}
 	if fw.Node != f.e.node || fw.Incarnation != f.inc {
-		return // another node's, or an earlier incarnation's
+		return nil // another node's, or an earlier incarnation's
 	}
-	if t := f.tail(fw.Topic); t != nil {
+	t := f.tail(fw.Topic)
+	if t != nil {
 		t.forwarded(fw, r)
 	}
+	return t
 }
 
 // stop ends both goroutines, tombstones the lease (so the workers drop the
@@ -352,7 +372,7 @@ func (t *tail) forwarded(fw *forward.Forwarded, r *kgo.Record) {
 	}
 	for i := range fw.NumSubs() {
 		if s := t.subs[filtering.ID(fw.Sub(i))]; s != nil {
-			s.offerLocked(ev, false)
+			s.offerLocked(ev, true) // woken at the end of the feed's round
 		}
 	}
 }

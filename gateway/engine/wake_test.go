@@ -54,3 +54,35 @@ func TestDispatchWakesOncePerRound(t *testing.T) {
 		})
 	}
 }
+
+// The forwarded feed (LiveWorkers) wakes a subscriber once per round of a
+// poll too, not once per forwarded record.
+func TestFeedWakesOncePerRound(t *testing.T) {
+	k := newWorkersEnv(t, 1)
+	k.worker("g-wake")
+	e := k.node("node-w")
+	s, err := e.Subscribe(context.Background(), Request{Tenant: testTenantT, Filter: mustFilter(t, "types=task.*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitFor(t, "the subscription joins the forwarded feed", func() bool { return joined(s) })
+	var wakes atomic.Int64
+	s.Deliveries().OnReady(func() { wakes.Add(1) })
+	const n = 20
+	recs := make([]*kgo.Record, n)
+	var want []string
+	for i := range recs {
+		a := aep.Attrs{Dialect: aep.DialectD, ID: fmt.Sprintf("evt_f_%d", i), Type: "task.progress", Source: "agent:t", Session: "f"}
+		val := fmt.Sprintf(`{"aep_version":"0.1","id":%q,"type":"task.progress","source":"agent:t","session_id":"f","created_at":"2026-01-01T00:00:00Z","payload":{}}`, a.ID)
+		recs[i] = &kgo.Record{Topic: k.topic, Partition: 0, Key: []byte("f"), Value: []byte(val), Headers: partitioning.AppendHeaders(nil, &a)}
+		want = append(want, a.ID)
+	}
+	if err := k.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	expectStream(t, s, want, 0)
+	if w := wakes.Load(); w < 1 || w > n/2 {
+		t.Fatalf("%d forwarded records woke the subscriber %d times, want 1..%d", n, w, n/2)
+	}
+}
