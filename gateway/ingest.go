@@ -492,25 +492,36 @@ func (s *Server) rateRefusal(d aep.Dialect, n int, wait time.Duration) (msg stri
 	return fmt.Sprintf("the tenant's ingest rate limit is exceeded; retry after %s", wait.Round(time.Millisecond)), true
 }
 
-// admitEvents applies the tenant's rate limit to n events given to Ingest.
-// It returns nil when they may go on, else one RateLimited result per event.
-func (s *Server) admitEvents(tenant string, d aep.Dialect, n int) []IngestResult {
+// admitEach applies the tenant's rate limit to n events given to Ingest one
+// event at a time: it returns how many of them, from the first, may go on,
+// and one RateLimited result for each of the others (nil when all may).
+func (s *Server) admitEach(tenant string, d aep.Dialect, n int) (int, []IngestResult) {
 	if s.limiter == nil || n == 0 {
-		return nil
+		return n, nil
 	}
-	wait, ok := s.limiter.take(tenant, n)
-	if ok {
-		return nil
+	if _, ok := s.limiter.take(tenant, n); ok {
+		return n, nil
 	}
-	msg, retryable := s.rateRefusal(d, n, wait)
-	res := make([]IngestResult, n)
+	k, wait := 0, time.Duration(0)
+	for ; k < n; k++ {
+		w, ok := s.limiter.take(tenant, 1)
+		if !ok {
+			wait = w
+			break
+		}
+	}
+	if k == n {
+		return n, nil
+	}
+	msg, retryable := s.rateRefusal(d, n-k, wait)
+	res := make([]IngestResult, n-k)
 	for i := range res {
 		res[i] = IngestResult{
 			Err:         &aep.Error{Dialect: d, Kind: aep.KindLimit, Code: limitCode(d), Message: msg, Retryable: retryable, Offset: -1},
 			RateLimited: true, RetryAfter: max(wait, 0), Partition: -1, Offset: -1,
 		}
 	}
-	return res
+	return k, res
 }
 
 // maxPresizedBody bounds the buffer readBody allocates on the strength of a

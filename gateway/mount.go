@@ -42,13 +42,22 @@ func (s *Server) IngestFunc(d aep.Dialect) ingest.Func {
 // (WebSocket emitters). Each event stands alone; results[i] is events[i]'s
 // outcome. Oversize events are refused with the dialect's limit error.
 //
-// The tenant's rate limit applies as on HTTP ingest: over it, every result
-// is RateLimited and nothing is written.
+// The tenant's rate limit applies event by event (a WebSocket's pipe hands
+// over the frames read while a write was in flight, each its own event):
+// the events the bucket holds tokens for are written, the rest are
+// RateLimited. A binding's events are a prefix of what it sent, so the
+// refused ones are the last.
 func (s *Server) Ingest(ctx context.Context, t tenant.Tenant, d aep.Dialect, events [][]byte) []IngestResult {
-	tenant := t.String()
-	if res := s.admitEvents(tenant, d, len(events)); res != nil {
-		return res
+	k, refused := s.admitEach(t.String(), d, len(events))
+	if k == 0 {
+		return refused
 	}
+	return append(s.ingestAdmitted(ctx, t, d, events[:k]), refused...)
+}
+
+// ingestAdmitted is Ingest for events the rate limit let through.
+func (s *Server) ingestAdmitted(ctx context.Context, t tenant.Tenant, d aep.Dialect, events [][]byte) []IngestResult {
+	tenant := t.String()
 	frames := make([]frame, len(events))
 	for i, ev := range events {
 		frames[i] = frame{index: i, line: 1, raw: ev, size: len(ev)}

@@ -78,8 +78,8 @@ func TestMountAuthenticatesAndIngestWrites(t *testing.T) {
 }
 
 // Ingest (WebSocket publishing) is held to the tenant's rate limit like
-// HTTP ingest: over it, results say RateLimited with the dialect's limit
-// error and nothing is written.
+// HTTP ingest, event by event: over it, results say RateLimited with the
+// dialect's limit error and nothing is written.
 func TestIngestIsRateLimited(t *testing.T) {
 	g := newTestGateway(t, func(c *Config) { c.RateLimit = RateLimit{EventsPerSecond: 1, Burst: 3} })
 	ctx := context.Background()
@@ -96,16 +96,28 @@ func TestIngestIsRateLimited(t *testing.T) {
 	if r := res[0]; !r.RateLimited || r.Err == nil || r.Err.Code != aep.CodeRLimitExceeded {
 		t.Fatalf("R event over the rate: %+v", r)
 	}
-	// A batch larger than the burst can never pass: not retryable.
+	// Events handed over together (a WebSocket's pipe) each stand alone:
+	// of four with a burst of three, the first three are written and the
+	// last is refused as any event over the rate (retryable), not the four
+	// as a batch that can never pass.
 	big := [][]byte{[]byte(dEvent(10, "s")), []byte(dEvent(11, "s")), []byte(dEvent(12, "s")), []byte(dEvent(13, "s"))}
-	if r := g.srv.Ingest(ctx, tenant.MustParse("globex"), aep.DialectD, big)[3]; !r.RateLimited || r.Err.Retryable {
-		t.Fatalf("batch over the burst: %+v", r.Err)
+	res = g.srv.Ingest(ctx, tenant.MustParse("globex"), aep.DialectD, big)
+	for i, r := range res[:3] {
+		if !r.Accepted() {
+			t.Fatalf("globex event %d of 4, within the burst: %+v", i, r)
+		}
+	}
+	if r := res[3]; !r.RateLimited || r.Accepted() || !r.Err.Retryable || r.RetryAfter <= 0 {
+		t.Fatalf("globex event 4 of 4, over the burst: %+v / %+v", r, r.Err)
 	}
 	// The limit is per tenant.
-	if r := g.srv.Ingest(ctx, tenant.MustParse("globex"), aep.DialectD, [][]byte{[]byte(dEvent(20, "s"))}); !r[0].Accepted() {
-		t.Fatalf("globex: %+v", r[0])
+	if r := g.srv.Ingest(ctx, tenant.MustParse("initech"), aep.DialectD, [][]byte{[]byte(dEvent(20, "s"))}); !r[0].Accepted() {
+		t.Fatalf("initech: %+v", r[0])
 	}
 	if n := len(g.readAll("aep.acme.events", 3)); n != 3 {
 		t.Fatalf("acme records: %d, want the 3 within the burst", n)
+	}
+	if n := len(g.readAll("aep.globex.events", 3)); n != 3 {
+		t.Fatalf("globex records: %d, want the 3 within the burst", n)
 	}
 }

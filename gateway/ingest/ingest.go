@@ -19,8 +19,9 @@ const DefaultMaxEventBytes = 512 << 10
 
 // Func validates and writes events of one dialect for tenant t, as the HTTP
 // ingest endpoints do; each event stands alone and results[i] is
-// events[i]'s outcome. It returns after Kafka acknowledged (or refused)
-// every valid event. Safe for concurrent use.
+// events[i]'s outcome (the tenant's rate limit too applies event by event:
+// those it refuses are the last ones, RateLimited). It returns after Kafka
+// acknowledged (or refused) every valid event. Safe for concurrent use.
 type Func func(ctx context.Context, t tenant.Tenant, events [][]byte) []Result
 
 // Result is the outcome of one event given to a Func.
