@@ -22,10 +22,10 @@ import (
 //   - D: every event got its event.acknowledged (accepted: in the log) or
 //     event.rejected (rejected, or failed when retryable);
 //   - R: a ping sent after the batch came back as pong. R answers an
-//     accepted event with nothing, and the gateway handles a connection's
-//     frames in order, each event written to the log before the next frame
-//     is read, so the pong follows every event of the batch; an error frame
-//     naming an event is a rejection (failed for "unavailable").
+//     accepted event with nothing, and the gateway answers the events read
+//     before a ping (writing them pipelined) before the ping, so the pong
+//     follows every event of the batch; an error frame naming an event is a
+//     rejection (failed for "unavailable").
 //
 // A connection that fails is closed and the batch's unanswered events
 // count as failed. Safe for concurrent use; close ends the idle

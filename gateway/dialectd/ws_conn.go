@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 	"github.com/aep-gateway/aep-gateway/internal/tracing"
@@ -42,8 +43,9 @@ type wsConn struct {
 	peer        string // the client's source: the target of our envelopes
 	ready       bool
 	nextSub     uint64
-	acks, nacks uint64 // event.acknowledged / event.rejected received
-	published   uint64
+	acks, nacks uint64                  // event.acknowledged / event.rejected received
+	published   uint64                  // the pipe's worker's (read once it is closed)
+	pipe        *ingest.Pipe            // the events the client publishes, on their way to the log (made at the first)
 	ackq        atomic.Pointer[wsAcker] // writes the acks; nil until the first one (set by the reader, read by endSubs too)
 
 	subsMu sync.Mutex

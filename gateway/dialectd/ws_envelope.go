@@ -45,7 +45,8 @@ func (c *wsConn) envelope(typ, causation string, payload any) ([]byte, error) {
 	return e.Marshal()
 }
 
-// reply queues a gateway envelope. Reader only.
+// reply queues a gateway envelope. The reader, or the pipe's worker (peer
+// and sessionID are set before ready, before any event is published).
 func (c *wsConn) reply(typ, causation string, payload any) bool {
 	b, err := c.envelope(typ, causation, payload)
 	if err != nil {

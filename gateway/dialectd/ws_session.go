@@ -7,6 +7,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 )
 
 // wsCapabilities is the capabilities object of session.ready and
@@ -69,6 +70,7 @@ func (c *wsConn) handle(raw []byte) bool {
 			return false
 		}
 		c.flushAcks()
+		c.drain()
 		// The event did not validate, but its id usually reads: the
 		// refusal names it (acknowledged_event_id, causation_id) so the
 		// client can tell which event it answers.
@@ -82,8 +84,12 @@ func (c *wsConn) handle(raw []byte) bool {
 		}
 	default:
 		// Whatever the gateway answers from here on comes after the acks
-		// read before are in Kafka (and applied).
+		// read before are in Kafka (and applied), and, but for an event
+		// published, after the answers to the events published before.
 		c.flushAcks()
+		if !publishable(attrs.Type) {
+			c.drain()
+		}
 	}
 	switch attrs.Type {
 	case "session.opened":
@@ -142,27 +148,47 @@ func (c *wsConn) open(attrs *aep.Attrs, raw []byte) bool {
 	return true
 }
 
-// publish writes an event the client emits through ingest and answers
-// event.acknowledged when it is in the log, event.rejected otherwise.
+// publishable reports whether an event of type typ from the client is
+// published (handle's last case) rather than answered by the gateway.
+func publishable(typ string) bool {
+	return typ != "capabilities.requested" && !strings.HasPrefix(typ, "session.") && !strings.HasPrefix(typ, "subscription.")
+}
+
+// publish writes an event the client emits through ingest: queued on the
+// connection's pipe, written with the events read while the write before
+// it was in flight, in order; published answers. Reader only.
 func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
-	res := c.h.ingest(c.ctx, c.tenant, [][]byte{raw})
-	if len(res) != 1 {
-		return c.reply("event.rejected", attrs.ID, wsEventRejected{
-			AcknowledgedEventID: attrs.ID, Error: wsErr(wsCodeInternal, "the event could not be written", true),
+	if c.pipe == nil {
+		c.pipe = ingest.NewPipe(ingest.PipeConfig{
+			Func: c.h.ingest, Tenant: c.tenant, Context: c.ctx,
+			Done: c.published1, Go: c.conn.Run, Logger: c.log,
 		})
 	}
-	r := &res[0]
+	c.pipe.Submit(raw, attrs.ID) // raw is this message's own (transport.Conn.Serve)
+	return true
+}
+
+// published1 answers one published event: event.acknowledged when it is in
+// the log, event.rejected otherwise. The pipe's worker.
+func (c *wsConn) published1(id string, r *ingest.Result) {
 	switch {
 	case r.Accepted():
 		c.published++
-		return c.reply("event.acknowledged", attrs.ID, wsEventAck{AcknowledgedEventID: attrs.ID})
+		c.reply("event.acknowledged", id, wsEventAck{AcknowledgedEventID: id})
 	case r.Err != nil:
-		return c.reply("event.rejected", attrs.ID, wsEventRejected{AcknowledgedEventID: attrs.ID, Error: aep.DErrorOf(r.Err)})
+		c.reply("event.rejected", id, wsEventRejected{AcknowledgedEventID: id, Error: aep.DErrorOf(r.Err)})
 	default:
 		c.log.Warn().Err(r.WriteErr).Msg("dialectd: websocket publish")
-		return c.reply("event.rejected", attrs.ID, wsEventRejected{
-			AcknowledgedEventID: attrs.ID, Error: wsErr(wsCodeInternal, "the event log did not take the event; retry with the same id", true),
+		c.reply("event.rejected", id, wsEventRejected{
+			AcknowledgedEventID: id, Error: wsErr(wsCodeInternal, "the event log did not take the event; retry with the same id", true),
 		})
+	}
+}
+
+// drain waits until the events published so far are answered. Reader only.
+func (c *wsConn) drain() {
+	if c.pipe != nil {
+		c.pipe.Drain()
 	}
 }
 

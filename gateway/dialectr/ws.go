@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aep-gateway/aep-gateway/cursor"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 	"github.com/aep-gateway/aep-gateway/gateway/tenant"
 	"github.com/aep-gateway/aep-gateway/gateway/transport"
 )
@@ -70,12 +71,15 @@ type wsConn struct {
 
 	id uint64 // unique on this node: names its claims
 
-	// Reader-owned hello state and claims.
+	// Reader-owned hello state; the claims are the pipe's worker's while
+	// it runs (eventWritten) and the reader's after a drain (commands) or
+	// the pipe's close (the end).
 	helloDone bool
 	role      string
 	decl      declared            // the hello's identity and declarations
 	claimed   map[string]struct{} // sessions this emitter claims
 	pres      *presence           // the tenant's, once a session is claimed
+	pipe      *ingest.Pipe        // an emitter's events on their way to the log (made at its first)
 
 	// Writer-owned: the last position delivered per subscription and
 	// session, subscriptions in first-delivery order.
@@ -121,6 +125,9 @@ func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant, stream *transp
 // at its end every subscription stops and every goroutine is joined.
 func (c *wsConn) serve() {
 	c.conn.Serve(c.receive, func() {
+		if c.pipe != nil {
+			c.pipe.Close() // the events read are written (and answered while the writer runs)
+		}
 		c.stopSubs()
 		c.releaseClaims()
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/aep-gateway/aep-gateway/aep"
+	"github.com/aep-gateway/aep-gateway/gateway/ingest"
 )
 
 // maxSubID bounds a subscription id.
@@ -36,12 +37,16 @@ func (c *wsConn) handle(data []byte) bool {
 	if err == nil && c.helloDone && strings.Contains(head.Type, ".") {
 		id, _ := head.ID.(string)
 		if aep.IsCommandR(head.Type) {
+			c.drain()
 			c.command(data, id)
 		} else {
 			c.event(data, id)
 		}
 		return true
 	}
+	// Whatever else the relay answers comes after the answers to the
+	// events read before it (a pong after their error frames).
+	c.drain()
 	var f inFrame
 	if err == nil {
 		err = json.Unmarshal(data, &f)
@@ -134,18 +139,29 @@ func (c *wsConn) hello(f *inFrame) bool {
 	return true
 }
 
-// event writes an emitter's event through the gateway's ingest; a refused
-// event gets an error frame naming it, the connection goes on.
+// event writes an emitter's event through the gateway's ingest: queued on
+// the connection's pipe, written with the events read while the write
+// before it was in flight, in order (eventWritten answers). Reader only.
 func (c *wsConn) event(data []byte, id string) {
 	if c.role == roleConsumer || c.rl.cfg.Ingest == nil {
+		c.drain()
 		c.send(marshal(errorFrame{Type: "error", Code: aep.CodeRUnauthorized, Detail: "this connection did not say hello as an emitter", Event: id}))
 		return
 	}
-	res := c.rl.cfg.Ingest(c.ctx, c.tenant, [][]byte{bytes.Clone(data)})
-	if len(res) != 1 {
-		return
+	if c.pipe == nil { // an emitter's first event: consumers never hold one
+		c.pipe = ingest.NewPipe(ingest.PipeConfig{
+			Func: c.rl.cfg.Ingest, Tenant: c.tenant, Context: c.ctx,
+			Done: c.eventWritten, Go: c.conn.Run, Logger: c.log,
+		})
 	}
-	switch r := res[0]; {
+	c.pipe.Submit(bytes.Clone(data), id)
+}
+
+// eventWritten answers one event's outcome: a refused event gets an error
+// frame naming it, an accepted one claims its session; the connection goes
+// on. The pipe's worker, one event at a time.
+func (c *wsConn) eventWritten(id string, r *ingest.Result) {
+	switch {
 	case r.Accepted():
 		c.claimSession(r.Attrs.Session)
 	case r.Err != nil && r.Err.Kind == aep.KindSyntax:
@@ -157,6 +173,13 @@ func (c *wsConn) event(data []byte, id string) {
 	case r.WriteErr != nil:
 		c.log.Warn().Err(r.WriteErr).Msg("dialectr: websocket event not written")
 		c.send(marshal(errorFrame{Type: "error", Code: codeUnavailable, Detail: "the event log did not take the event; send it again with the same id", Event: id}))
+	}
+}
+
+// drain waits until the events read so far are answered. Reader only.
+func (c *wsConn) drain() {
+	if c.pipe != nil {
+		c.pipe.Drain()
 	}
 }
 

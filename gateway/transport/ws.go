@@ -242,6 +242,11 @@ func (c *Conn) Go(f func()) {
 	}()
 }
 
+// Run runs f as a worker of the connection, on a reused goroutine when the
+// connection parks, unless the connection is ending: false when it did
+// not (f then never runs). The connection's end waits for it.
+func (c *Conn) Run(f func()) bool { return c.spawn(f) }
+
 // spawn runs f as a worker unless the connection is ending; false when it
 // did not.
 func (c *Conn) spawn(f func()) bool {
@@ -349,7 +354,7 @@ func (c *Conn) closeUrgent(it Item) {
 }
 
 // Serve runs the connection: it reads messages and hands each to handle
-// until the connection ends or handle returns false (after queueing a
+// (a new slice for every message: the handler may keep it) until the connection ends or handle returns false (after queueing a
 // close), then calls onEnd (the binding stops its subscriptions), lets
 // the writer write what is queued up to the close, joins every goroutine
 // of the connection, ends the close handshake and runs WSConfig.Ended.
