@@ -129,7 +129,7 @@ func (d *demand) stop() {
 // Ready, parking is possible and nothing read is left in memory; true
 // when it did (Serve returns). Reader only.
 func (c *Conn) park() bool {
-	if c.noPark || c.cfg.Stream == nil || !c.ready.Load() || len(c.ws.early) > 0 {
+	if c.noPark || c.cfg.Stream == nil || !c.ready.Load() || c.ws.buffered() {
 		return false
 	}
 	sc, ok := c.ws.nc.(syscall.Conn)
@@ -201,8 +201,8 @@ func (c *Conn) readParked() {
 			c.endParked()
 			return
 		}
-		if c.unparked.Load() {
-			continue
+		if c.unparked.Load() || c.ws.buffered() {
+			continue // frames that came with this one: no trip through the poller
 		}
 		err := c.fd.rearm()
 		switch {

@@ -168,6 +168,48 @@ func TestParkedConnReadsWritesAndEndsOnce(t *testing.T) {
 	}
 }
 
+// Frames a client sends together are each handled, in order, by a parked
+// connection (its reader reads ahead and handles what came without going
+// back to the poller), whether they come in one write or in pieces that cut
+// headers and payloads anywhere, around the read-ahead's size too.
+func TestParkedConnHandlesFramesThatCameTogether(t *testing.T) {
+	ps := newWSParkServer(t)
+	c, _ := dialRaw(t, strings.TrimPrefix(ps.url, "ws://"), "")
+	c.frame(true, 0x1, []byte("hi"), true)
+	c.wantFrame(0x1, "echo:hi")
+	waitUntil(t, "Serve to return (parked)", func() bool { return ps.served.Load() == 1 })
+	var stream []byte
+	var want []string
+	for i, n := range []int{1, 10, 125, 126, 300, 4090, 4095, 4096, 4097, 5000, 2, 20_000, 3} {
+		p := strings.Repeat(string(rune('a'+i)), n)
+		stream = appendFrame(stream, true, 0x1, []byte(p), true)
+		want = append(want, "echo:"+p)
+	}
+	for _, chunk := range []int{len(stream), 1, 7, 4096, 4099} {
+		errs := make(chan error, 1)
+		go func() { // the echoes are read meanwhile: the server may wait for room
+			for rest := stream; len(rest) > 0; {
+				k := min(chunk, len(rest))
+				if _, err := c.nc.Write(rest[:k]); err != nil {
+					errs <- err
+					return
+				}
+				rest = rest[k:]
+			}
+			errs <- nil
+		}()
+		for _, w := range want {
+			c.wantFrame(0x1, w)
+		}
+		if err := <-errs; err != nil {
+			t.Fatalf("chunks of %d: %v", chunk, err)
+		}
+	}
+	if ps.ended.Load() != 0 {
+		t.Fatal("the connection ended")
+	}
+}
+
 // The Hub's Shutdown ends parked connections with their last words and
 // waits for them.
 func TestHubShutdownEndsParkedConns(t *testing.T) {

@@ -71,11 +71,18 @@ func dialRaw(t *testing.T, addr string, header string) (*rawClient, string) {
 // frame sends one frame; masked as a client must unless mask is false.
 func (c *rawClient) frame(fin bool, op byte, p []byte, mask bool) {
 	c.t.Helper()
+	if _, err := c.nc.Write(appendFrame(nil, fin, op, p, mask)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// appendFrame appends a client's frame to b.
+func appendFrame(b []byte, fin bool, op byte, p []byte, mask bool) []byte {
 	b0 := op
 	if fin {
 		b0 |= 0x80
 	}
-	b := []byte{b0}
+	b = append(b, b0)
 	m := byte(0)
 	if mask {
 		m = 0x80
@@ -98,9 +105,7 @@ func (c *rawClient) frame(fin bool, op byte, p []byte, mask bool) {
 	} else {
 		b = append(b, p...)
 	}
-	if _, err := c.nc.Write(b); err != nil {
-		c.t.Fatal(err)
-	}
+	return b
 }
 
 // next reads one server frame: its opcode and payload.
