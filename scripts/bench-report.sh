@@ -78,6 +78,22 @@ ingest_runs() { # $1: file prefix, $2: baseline brokers, $3...: extra bench flag
       --output json --progress >"$BENCH_OUT/ingest-$name$b.json"
   done
 }
+# WebSocket emitters (real Kafka): one event a message, each answered before
+# the next, and 16 sent between answers (D's acks, R's pong after a ping);
+# the baseline produces the same batches.
+ws_ingest_runs() { # $1: baseline brokers, $2...: extra bench flags
+  local brokers=$1
+  shift
+  for shape in "D 1" "R 1" "D 16" "R 16"; do
+    set -- $shape "$@"
+    local d=$1 b=$2
+    shift 2
+    say "ingest (WebSocket): dialect $d, $b events between answers, 8 connections, $BENCH_DURATION per phase"
+    bin/aepbench ingest --url "http://127.0.0.1:$port" --max --duration "$BENCH_DURATION" --batch "$b" --concurrency 8 \
+      --transport ws --dialect "$d" --baseline-kafka "$brokers" --baseline-topic "${prefix}baseline" --baseline-routed \
+      --gateway-pid "$gw_pid" "$@" --output json --progress >"$BENCH_OUT/ingest-ws-${d,,}-$b.json"
+  done
+}
 wait_healthy() {
   for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0; sleep 0.2; done
   say "the gateway did not become healthy; see its log in $BENCH_OUT"
@@ -93,6 +109,7 @@ wait_healthy
 broker_flags=()
 [ -n "$KAFKA_PID" ] && broker_flags=(--broker-pid "$KAFKA_PID")
 ingest_runs "" "$KAFKA_BROKERS" "${broker_flags[@]}"
+ws_ingest_runs "$KAFKA_BROKERS" "${broker_flags[@]}"
 kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
 
 port=$(free_port 18481)

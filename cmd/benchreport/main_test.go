@@ -26,6 +26,7 @@ func TestReportFromBenchOutputs(t *testing.T) {
 		"meta.json":            `{"commit":"abc","date":"2026-12-02","machine":"2 cores","kafka":"k","knobs":{"BENCH_DURATION":"1s"}}`,
 		"ingest-100.json":      `{"concurrency":8,"batch":100,"load_average":"1 2 3","gateway":{"accepted_per_sec":150000},"baseline":{"accepted_per_sec":300000},"ratio_gateway_kafka":0.5}`,
 		"ingest-1.json":        `{"concurrency":64,"batch":1,"load_average":"1 2 3","gateway":{"accepted_per_sec":12000},"baseline":{"accepted_per_sec":20000},"ratio_gateway_kafka":0.6,"baseline_routed":{"accepted_per_sec":16000},"ratio_gateway_kafka_routed":0.75,"baseline_http":{"accepted_per_sec":15000},"ratio_gateway_http_floor":0.8}`,
+		"ingest-ws-r-16.json":  `{"concurrency":8,"batch":16,"load_average":"2 2 2","gateway":{"accepted_per_sec":30000},"baseline":{"accepted_per_sec":120000},"ratio_gateway_kafka":0.25}`,
 		"ingest-emb-1000.json": `{"concurrency":8,"batch":1000,"load_average":"3 2 1","gateway":{"accepted_per_sec":400000},"baseline":{"accepted_per_sec":500000},"ratio_gateway_kafka":0.8,"cpu_ratio_kafka_gateway":0.45}`,
 		"fanout.json": `{"load_average":"4 5 6","runs":[
 			{"peer":"gateway","transport":"sse","subscribers":100,"deliveries":300000,"cpu_ns":1000000000},
@@ -67,6 +68,8 @@ func TestReportFromBenchOutputs(t *testing.T) {
 		"| one event per request, conc. 64, real Kafka | 12.0k ev/s | franz-go direct produce 20.0k; the same producer writing the gateway's records (key, routing headers) 16.0k = 0.80 of direct, gateway/that 0.75; an HTTP server that only reads the requests and answers 202 15.0k = 0.75 of direct, gateway/that 0.80 | 0.60 | ≥ 0.5 | met |",
 		"| batched ingest, 1000 events/request, conc. 8, embedded broker | 400.0k ev/s | franz-go direct produce 500.0k (CPU time per event, direct over gateway: 0.45) | 0.80 | ≥ 0.7 | met |",
 		"ingest emb-1000: 3 2 1;",
+		"| WebSocket R, one event a message, a ping after 16, 8 connections, real Kafka (direct: batches of 16) | 30.0k ev/s | franz-go direct produce 120.0k | 0.25 | - | - |",
+		"ingest ws-r-16: 2 2 2;",
 		"→ 100 SSE subscribers, saturated, deliveries per CPU-second | 300.0k | Centrifugo v6.9.1 uni_sse 200.0k | 1.50 | ≥ 1.5 | met |",
 		"idle SSE connection, RSS per connection at 10.0k | 60.0 KB | Centrifugo 52.0 KB | 1.15 | ≤ 16 KB | not met |",
 		"+50.0% (572 → 858 MB)",
