@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/aep-gateway/aep-gateway/gateway"
 	"github.com/aep-gateway/aep-gateway/gateway/dialectd"
+	"github.com/aep-gateway/aep-gateway/gateway/gatewaytest"
 )
 
 // A client that publishes without waiting gets every answer in the order
@@ -48,4 +50,38 @@ func TestWSDPublishesWithoutWaitingAreAnsweredInOrder(t *testing.T) {
 			t.Fatalf("delivery %d: %s, want %s", i, m.ID, id)
 		}
 	}
+}
+
+// Publishes sent faster than the tenant's rate limit allows are taken one
+// by one as far as the bucket goes; the rest are refused, each with its
+// own retryable rejection, in order, not the whole burst at once.
+func TestWSDPublishBurstMeetsTheRateLimitEventByEvent(t *testing.T) {
+	e, _ := newWSEnvGW(t, dialectd.WSConfig{}, nil, nil, func(c *gateway.Config) {
+		c.RateLimit = gateway.RateLimit{EventsPerSecond: 0.01, Burst: 5}
+	})
+	producer := e.open()
+	const n = 12
+	for i := range n {
+		producer.Send(wsEvent(fmt.Sprintf("evt_r%02d", i), "tool.call.started", "tool:crawler"))
+	}
+	for i := range n {
+		id := fmt.Sprintf("evt_r%02d", i)
+		m := producer.Next()
+		if m.Str("acknowledged_event_id") != id {
+			t.Fatalf("answer %d names %q, want %s: %s", i, m.Str("acknowledged_event_id"), id, m.Raw)
+		}
+		switch {
+		case i < 5 && m.Type != "event.acknowledged":
+			t.Fatalf("event %d, within the burst of 5: %s", i, m.Raw)
+		case i >= 5 && (m.Type != "event.rejected" || !retryable(m)):
+			t.Fatalf("event %d, over the burst: %s, want a retryable event.rejected", i, m.Raw)
+		}
+	}
+}
+
+// retryable is payload.error.retryable.
+func retryable(m gatewaytest.DEnvelope) bool {
+	e, _ := m.Payload["error"].(map[string]any)
+	r, _ := e["retryable"].(bool)
+	return r
 }

@@ -48,10 +48,22 @@ func newWSEnv(t *testing.T, cfg dialectd.WSConfig) *wsEnv {
 // more handlers mounted by mount (nil: none).
 func newWSEnvOn(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *durable.Cluster)) (*wsEnv, *gatewaytest.Stack) {
 	t.Helper()
+	return newWSEnvGW(t, cfg, reg, mount, nil)
+}
+
+// newWSEnvGW is newWSEnvOn with the gateway's configuration changed by gw
+// (nil: none).
+func newWSEnvGW(t testing.TB, cfg dialectd.WSConfig, reg prometheus.Registerer, mount func(*gatewaytest.Stack, *durable.Cluster), gw func(*gateway.Config)) (*wsEnv, *gatewaytest.Stack) {
+	t.Helper()
 	// the in-process broker under -race beside other packages' tests can
 	// take longer than the 3 s production bound to acknowledge a produce
 	// (CI: 80 of 192 events of one request refused after 3 s)
-	st := gatewaytest.New(t, gatewaytest.Options{Config: func(c *gateway.Config) { c.ProduceTimeout = 30 * time.Second }})
+	st := gatewaytest.New(t, gatewaytest.Options{Config: func(c *gateway.Config) {
+		c.ProduceTimeout = 30 * time.Second
+		if gw != nil {
+			gw(c)
+		}
+	}})
 	srv, kr := st.Server, st.Keyring
 	eng, err := engine.NewEngine(engine.Config{ClientOpts: []kgo.Opt{st.Seeds, kgo.FetchMaxWait(200 * time.Millisecond)}, Topics: st.Provisioner, Logger: zerolog.New(io.Discard), Registerer: reg})
 	if err != nil {
