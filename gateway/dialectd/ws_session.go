@@ -70,7 +70,7 @@ func (c *wsConn) handle(raw []byte) bool {
 			return false
 		}
 		c.flushAcks()
-		c.drain()
+		c.pipe.Drain()
 		// The event did not validate, but its id usually reads: the
 		// refusal names it (acknowledged_event_id, causation_id) so the
 		// client can tell which event it answers.
@@ -88,7 +88,7 @@ func (c *wsConn) handle(raw []byte) bool {
 		// published, after the answers to the events published before.
 		c.flushAcks()
 		if !publishable(attrs.Type) {
-			c.drain()
+			c.pipe.Drain()
 		}
 	}
 	switch attrs.Type {
@@ -162,6 +162,7 @@ func (c *wsConn) publish(attrs *aep.Attrs, raw []byte) bool {
 		c.pipe = ingest.NewPipe(ingest.PipeConfig{
 			Func: c.h.ingest, Tenant: c.tenant, Context: c.ctx,
 			Done: c.published1, Go: c.conn.Run, Logger: c.log,
+			Panicked: func() { c.conn.CloseNow(websocket.StatusInternalError, "internal_error") },
 		})
 	}
 	c.pipe.Submit(raw, attrs.ID) // raw is this message's own (transport.Conn.Serve)
@@ -182,13 +183,6 @@ func (c *wsConn) published1(id string, r *ingest.Result) {
 		c.reply("event.rejected", id, wsEventRejected{
 			AcknowledgedEventID: id, Error: wsErr(wsCodeInternal, "the event log did not take the event; retry with the same id", true),
 		})
-	}
-}
-
-// drain waits until the events published so far are answered. Reader only.
-func (c *wsConn) drain() {
-	if c.pipe != nil {
-		c.pipe.Drain()
 	}
 }
 

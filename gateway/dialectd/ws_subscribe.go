@@ -278,9 +278,7 @@ func (c *wsConn) stopSub(s *wsSub) {
 // endSubs ends every live subscription (the session is over), once the
 // acks read are written and applied.
 func (c *wsConn) endSubs() {
-	if c.pipe != nil {
-		c.pipe.Close() // the events read are written (and answered while the writer runs)
-	}
+	c.pipe.Close() // the events read are written (and answered while the writer runs)
 	c.endAcks()
 	c.subsMu.Lock()
 	subs := make([]*wsSub, 0, len(c.subs))

@@ -125,9 +125,7 @@ func newWSConn(rl *Relay, ws *transport.Socket, tn tenant.Tenant, stream *transp
 // at its end every subscription stops and every goroutine is joined.
 func (c *wsConn) serve() {
 	c.conn.Serve(c.receive, func() {
-		if c.pipe != nil {
-			c.pipe.Close() // the events read are written (and answered while the writer runs)
-		}
+		c.pipe.Close() // the events read are written (and answered while the writer runs)
 		c.stopSubs()
 		c.releaseClaims()
 	})

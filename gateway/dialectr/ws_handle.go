@@ -37,7 +37,7 @@ func (c *wsConn) handle(data []byte) bool {
 	if err == nil && c.helloDone && strings.Contains(head.Type, ".") {
 		id, _ := head.ID.(string)
 		if aep.IsCommandR(head.Type) {
-			c.drain()
+			c.pipe.Drain()
 			c.command(data, id)
 		} else {
 			c.event(data, id)
@@ -46,7 +46,7 @@ func (c *wsConn) handle(data []byte) bool {
 	}
 	// Whatever else the relay answers comes after the answers to the
 	// events read before it (a pong after their error frames).
-	c.drain()
+	c.pipe.Drain()
 	var f inFrame
 	if err == nil {
 		err = json.Unmarshal(data, &f)
@@ -144,7 +144,7 @@ func (c *wsConn) hello(f *inFrame) bool {
 // before it was in flight, in order (eventWritten answers). Reader only.
 func (c *wsConn) event(data []byte, id string) {
 	if c.role == roleConsumer || c.rl.cfg.Ingest == nil {
-		c.drain()
+		c.pipe.Drain()
 		c.send(marshal(errorFrame{Type: "error", Code: aep.CodeRUnauthorized, Detail: "this connection did not say hello as an emitter", Event: id}))
 		return
 	}
@@ -152,6 +152,7 @@ func (c *wsConn) event(data []byte, id string) {
 		c.pipe = ingest.NewPipe(ingest.PipeConfig{
 			Func: c.rl.cfg.Ingest, Tenant: c.tenant, Context: c.ctx,
 			Done: c.eventWritten, Go: c.conn.Run, Logger: c.log,
+			Panicked: func() { c.closeNow(websocket.StatusInternalError, "internal_error") },
 		})
 	}
 	c.pipe.Submit(bytes.Clone(data), id)
@@ -173,13 +174,6 @@ func (c *wsConn) eventWritten(id string, r *ingest.Result) {
 	case r.WriteErr != nil:
 		c.log.Warn().Err(r.WriteErr).Msg("dialectr: websocket event not written")
 		c.send(marshal(errorFrame{Type: "error", Code: codeUnavailable, Detail: "the event log did not take the event; send it again with the same id", Event: id}))
-	}
-}
-
-// drain waits until the events read so far are answered. Reader only.
-func (c *wsConn) drain() {
-	if c.pipe != nil {
-		c.pipe.Drain()
 	}
 }
 

@@ -42,6 +42,11 @@ type PipeConfig struct {
 	// is ending): the events are then written on the submitting
 	// goroutine. Nil: a goroutine of the Pipe's own.
 	Go func(func()) bool
+	// Panicked, when set, is called after Done panicked (a bug in the
+	// binding), as the reader's recovery does for a message's handler:
+	// the binding closes the connection 1011. The Pipe logs the panic and
+	// goes on with the next event.
+	Panicked func()
 	// MaxEvents and MaxBytes bound what waits behind the write in flight
 	// (defaults DefaultPipeEvents, DefaultPipeBytes); Submit waits for
 	// room beyond them.
@@ -139,8 +144,12 @@ func (p *Pipe) start() {
 }
 
 // Drain waits until every event submitted so far has been reported to
-// Done: what the connection answers next comes after them.
+// Done: what the connection answers next comes after them. A nil Pipe (a
+// connection that never emitted) has nothing to wait for.
 func (p *Pipe) Drain() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	for p.running {
 		p.changed.Wait()
@@ -149,8 +158,11 @@ func (p *Pipe) Drain() {
 }
 
 // Close takes no more events and waits until those submitted have been
-// written and reported. Idempotent.
+// written and reported. Idempotent; nil-safe as Drain.
 func (p *Pipe) Close() {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.closed = true
 	p.changed.Broadcast() // a Submit waiting for room gives up
@@ -187,11 +199,26 @@ func (p *Pipe) work() {
 		}
 		res := p.call(events)
 		for i := range batch {
-			p.cfg.Done(batch[i].id, &res[i])
+			p.done(batch[i].id, &res[i])
 		}
 		clear(batch) // the events are the callers' again
 		clear(events)
 	}
+}
+
+// done reports one outcome; a panic in Done is logged and handed to
+// Panicked instead of ending the process (the worker is not the reader,
+// whose handler runs under the transport's recovery).
+func (p *Pipe) done(id string, r *Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.cfg.Logger.Error().Interface("panic", v).Bytes("stack", debug.Stack()).Msg("ingest: pipe's Done panicked")
+			if p.cfg.Panicked != nil {
+				p.cfg.Panicked()
+			}
+		}
+	}()
+	p.cfg.Done(id, r)
 }
 
 // call is one call of the Func; a panic or a short answer fails the

@@ -325,3 +325,39 @@ func TestPipeKeepsOrderUnderLoad(t *testing.T) {
 		t.Fatalf("%d writes for 500 events: nothing was batched", len(calls))
 	}
 }
+
+// A connection that never emitted holds no Pipe: draining or closing it
+// is nothing to wait for.
+func TestNilPipeDrainsAndClosesAtOnce(t *testing.T) {
+	var p *ingest.Pipe
+	if ok, _ := returns(func() { p.Drain(); p.Close() }, 5*time.Second); !ok {
+		t.Fatal("a nil Pipe's Drain or Close did not return")
+	}
+}
+
+// A Done that panics (a binding's bug) is logged and handed to Panicked;
+// the process and the pipe go on, the next event is reported.
+func TestPipeDonePanicIsRecovered(t *testing.T) {
+	w, o := newWriter(false), &outcomes{}
+	panicked := make(chan struct{}, 1)
+	p := newPipe(w, o, func(c *ingest.PipeConfig) {
+		c.Done = func(id string, r *ingest.Result) {
+			if id == "e1" {
+				panic("bug")
+			}
+			o.done(id, r)
+		}
+		c.Panicked = func() { panicked <- struct{}{} }
+	})
+	defer p.Close()
+	submit(t, p, "e1", "e2")
+	p.Drain()
+	select {
+	case <-panicked:
+	default:
+		t.Fatal("Panicked not called")
+	}
+	if ids, _ := o.got(); !slices.Equal(ids, []string{"e2"}) {
+		t.Fatalf("reported %v after the panic, want e2", ids)
+	}
+}
