@@ -499,11 +499,12 @@ func (s *Server) admitEach(tenant string, d aep.Dialect, n int) (int, []IngestRe
 	if s.limiter == nil || n == 0 {
 		return n, nil
 	}
-	if _, ok := s.limiter.take(tenant, n); ok {
+	wait, ok := s.limiter.take(tenant, n)
+	if ok {
 		return n, nil
 	}
-	k, wait := 0, time.Duration(0)
-	for ; k < n; k++ {
+	k := 0
+	for ; n > 1 && k < n; k++ { // one event refused is refused; more are taken one by one
 		w, ok := s.limiter.take(tenant, 1)
 		if !ok {
 			wait = w
